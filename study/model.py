@@ -1,0 +1,418 @@
+"""The allocation model of MODEL.md: teams, the state space, metrics and goal rewards.
+
+Everything here is pure numpy: arrays in, arrays out, no I/O. Metric functions take
+allocation arrays of shape ``[..., h, n]`` (kits of type ``j`` given to human ``i``) and
+coefficient arrays broadcastable to them, so one implementation serves a single state,
+every round of an episode and a batch of a million teams.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+
+import numpy as np
+
+ALGORITHMS = ("efficient", "fair", "fea")
+DEFAULT_KITS = (8, 8)
+DEFAULT_FEA_WEIGHT = 0.70
+DISCOUNT = 0.9
+
+
+class InvalidInput(ValueError):
+    """Input that the model refuses; the message names the field and the value."""
+
+    def __init__(self, field_name: str, value: object, reason: str) -> None:
+        self.field = field_name
+        self.value = value
+        super().__init__(f"{field_name} = {value!r}: {reason}")
+
+
+def _as_coefficients(name: str, values: object, shape: tuple[int, ...] | None) -> np.ndarray:
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(name, values, "must be numbers") from error
+    if array.ndim < 2:
+        raise InvalidInput(name, values, "must have shape [..., humans, task types]")
+    if shape is not None and array.shape[-2:] != shape:
+        raise InvalidInput(name, values, f"must have shape [..., {shape[0]}, {shape[1]}]")
+    bad = ~np.isfinite(array) | (array < 0) | (array > 1)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InvalidInput(f"{name}{list(index)}", float(array[index]),
+                           "must be a finite number within [0, 1]")
+    return array
+
+
+def validate_coefficients(c: object, p: object) -> tuple[np.ndarray, np.ndarray]:
+    """Check capability and preference arrays (``[..., h, n]``) and return them as floats."""
+    capability = _as_coefficients("c", c, None)
+    preference = _as_coefficients("p", p, capability.shape[-2:])
+    if capability.shape[-2] < 2:
+        raise InvalidInput("c", c, "a team needs at least 2 humans")
+    if preference.shape != capability.shape:
+        raise InvalidInput("p", p, f"must have the same shape as c {capability.shape}")
+    inputs = capability.sum(axis=-1)
+    if (inputs <= 0).any():
+        index = tuple(int(i) for i in np.argwhere(inputs <= 0)[0])
+        raise InvalidInput(f"c{list(index)}", capability[index].tolist(),
+                           "a human's capabilities must sum to more than 0")
+    return capability, preference
+
+
+def validate_kits(kits: object, humans: int) -> tuple[int, ...]:
+    """Kits per task type: whole, non-negative, and a total divisible by the humans."""
+    try:
+        values = tuple(int(k) for k in kits)  # type: ignore[union-attr]
+    except (TypeError, ValueError) as error:
+        raise InvalidInput("kits", kits, "must be whole numbers") from error
+    if not values or any(k < 0 for k in values) or list(values) != [float(k) for k in kits]:  # type: ignore[union-attr]
+        raise InvalidInput("kits", kits, "must be non-negative whole numbers")
+    total = sum(values)
+    if total == 0 or total % humans:
+        raise InvalidInput("kits", list(values),
+                           f"the total ({total}) must be a positive multiple of the "
+                           f"number of humans ({humans})")
+    return values
+
+
+@dataclass(frozen=True)
+class Team:
+    """Capabilities ``c[i][j]`` and preferences ``p[i][j]`` of one team, validated."""
+
+    c: np.ndarray
+    p: np.ndarray
+
+    def __post_init__(self) -> None:
+        c, p = validate_coefficients(self.c, self.p)
+        if c.ndim != 2:
+            raise InvalidInput("c", self.c.tolist(), "a team has shape [humans, task types]")
+        object.__setattr__(self, "c", c)
+        object.__setattr__(self, "p", p)
+
+    @property
+    def humans(self) -> int:
+        return self.c.shape[0]
+
+    @property
+    def task_types(self) -> int:
+        return self.c.shape[1]
+
+    def swapped(self, order: list[int]) -> Team:
+        """The same team with its humans renumbered (``order[k]`` becomes human ``k``)."""
+        return Team(self.c[order], self.p[order])
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """An allocation objective: its name and, for FEA, weight and scaling bounds."""
+
+    name: str
+    w: float = DEFAULT_FEA_WEIGHT
+    lo: float = 0.0
+    hi: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.name not in ALGORITHMS:
+            raise InvalidInput("algorithm", self.name, f"must be one of {', '.join(ALGORITHMS)}")
+        for name in ("w", "lo", "hi"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not np.isfinite(value):
+                raise InvalidInput(name, value, "must be a finite number")
+        if not 0 <= self.w <= 1:
+            raise InvalidInput("w", self.w, "must be within [0, 1]")
+        if self.hi <= self.lo:
+            raise InvalidInput("fea bounds", (self.lo, self.hi), "hi must be greater than lo")
+
+    def goal_reward(self, c: np.ndarray, p: np.ndarray, allocation: np.ndarray) -> np.ndarray:
+        return goal_reward(self, c, p, allocation)
+
+    def running_unfairness(self, c: np.ndarray, p: np.ndarray,
+                           allocation: np.ndarray) -> np.ndarray:
+        """The unfairness this algorithm's reward penalises: ``|F|``, or ``FE'`` for FEA."""
+        if self.name == "fea":
+            return scaled_fair_equity(c, p, allocation, self.lo, self.hi)
+        return np.abs(fairness(c, p, allocation))
+
+    def describe(self) -> str:
+        if self.name == "fea":
+            return f"fea(w={self.w:g}, bounds={self.lo:g}..{self.hi:g})"
+        return self.name
+
+
+# --- metrics ---------------------------------------------------------------------------
+#
+# Every metric is a function of three per-human sums: capability-weighted kits, preference-
+# weighted kits and kits. ``HumanSums`` holds them, so a batch can compute the sums once
+# (``sums_over_goals`` does it with matrix products) and derive every metric from them.
+
+
+@dataclass(frozen=True)
+class HumanSums:
+    """Per-human sums from which every metric of MODEL.md follows.
+
+    The human axis comes first (``[h, ...]``) so sums and differences over humans are
+    element-wise operations on contiguous arrays.
+    """
+
+    capability: np.ndarray
+    preference: np.ndarray
+    kits: np.ndarray
+    inputs: np.ndarray
+
+    @classmethod
+    def of(cls, c: np.ndarray, p: np.ndarray, allocation: np.ndarray) -> HumanSums:
+        allocation = np.asarray(allocation, dtype=float)
+        per_human = np.broadcast_arrays(
+            (c * allocation).sum(axis=-1), (p * allocation).sum(axis=-1),
+            allocation.sum(axis=-1), np.asarray(c, dtype=float).sum(axis=-1))
+        return cls(*(np.moveaxis(x, -1, 0) for x in per_human))
+
+    def share(self, weighted: np.ndarray) -> np.ndarray:
+        """``a_i^f``: feature-weighted kits over the mean kits per human."""
+        mean_kits = _total(self.kits) / len(self.kits)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return weighted / mean_kits
+
+    def efficiency(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return _total(self.capability) / _total(self.kits)
+
+    def equality_of_capability(self) -> np.ndarray:
+        return _difference(self.share(self.capability))
+
+    def equality_of_preference(self) -> np.ndarray:
+        return _difference(self.share(self.preference))
+
+    def fairness(self) -> np.ndarray:
+        return _difference((self.share(self.capability) + self.share(self.preference)) / 2)
+
+    def fair_equity(self) -> np.ndarray:
+        return _difference(self.preference / self.inputs)
+
+
+def _total(per_human: np.ndarray) -> np.ndarray:
+    """Sum over the leading human axis."""
+    total = per_human[0].copy()
+    for row in per_human[1:]:
+        total += row
+    return total
+
+
+def _difference(per_human: np.ndarray) -> np.ndarray:
+    """Signed ``x_0 - x_1`` for two humans; the spread ``max - min`` for more."""
+    if len(per_human) == 2:
+        return per_human[0] - per_human[1]
+    return per_human.max(axis=0) - per_human.min(axis=0)
+
+
+def sums_over_goals(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:
+    """``HumanSums`` of shape ``[h, B, G]`` for teams ``[B, h, n]`` and goals ``[G, h, n]``,
+    by one matrix product per human rather than a ``[B, G, h, n]`` intermediate."""
+    goals = np.asarray(goals, dtype=float)
+    humans = range(goals.shape[1])
+    capability = np.stack([c[:, i] @ goals[:, i].T for i in humans])
+    preference = np.stack([p[:, i] @ goals[:, i].T for i in humans])
+    kits = np.broadcast_to(goals.sum(axis=-1).T[:, None, :], capability.shape)
+    inputs = np.stack([c[:, i].sum(axis=-1) for i in humans])[:, :, None]
+    return HumanSums(capability, preference, kits, inputs)
+
+
+def efficiency(c: np.ndarray, allocation: np.ndarray) -> np.ndarray:
+    """``E``: capability-weighted kits over all kits, in [0, 1]; NaN before any kit."""
+    return HumanSums.of(c, c, allocation).efficiency()
+
+
+def equality(feature: np.ndarray, allocation: np.ndarray) -> np.ndarray:
+    """``F_f``: equality of one feature, signed (positive favours human 0) for two humans."""
+    return HumanSums.of(feature, feature, allocation).equality_of_capability()
+
+
+def fairness(c: np.ndarray, p: np.ndarray, allocation: np.ndarray) -> np.ndarray:
+    """``F``: combined equality of capability and preference, signed for two humans."""
+    return HumanSums.of(c, p, allocation).fairness()
+
+
+def fair_equity(c: np.ndarray, p: np.ndarray, allocation: np.ndarray) -> np.ndarray:
+    """``FE``: Adams' equity, preference outcomes over capability inputs, between humans."""
+    return HumanSums.of(c, p, allocation).fair_equity()
+
+
+def scale_fair_equity(fe: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``FE'``: ``|FE|`` mapped onto [0, 1] by the protocol's bounds, clipped."""
+    if hi <= lo:
+        raise InvalidInput("fea bounds", (lo, hi), "hi must be greater than lo")
+    return np.clip((np.abs(fe) - lo) / (hi - lo), 0.0, 1.0)
+
+
+def scaled_fair_equity(c: np.ndarray, p: np.ndarray, allocation: np.ndarray,
+                       lo: float, hi: float) -> np.ndarray:
+    """``FE'`` of allocations."""
+    return scale_fair_equity(fair_equity(c, p, allocation), lo, hi)
+
+
+def reward_from_sums(algorithm: Algorithm, sums: HumanSums) -> np.ndarray:
+    """``R(s')`` of MODEL.md from per-human sums, in [0, 1]."""
+    if algorithm.name == "efficient":
+        return sums.efficiency()
+    if algorithm.name == "fair":
+        return 1.0 - np.abs(sums.fairness())
+    fairness_term = 1.0 - scale_fair_equity(sums.fair_equity(), algorithm.lo, algorithm.hi)
+    return algorithm.w * sums.efficiency() + (1.0 - algorithm.w) * fairness_term
+
+
+def goal_reward(algorithm: Algorithm, c: np.ndarray, p: np.ndarray,
+                allocation: np.ndarray) -> np.ndarray:
+    """``R(s')`` of MODEL.md for goal allocations, in [0, 1]."""
+    return reward_from_sums(algorithm, HumanSums.of(c, p, allocation))
+
+
+def all_metrics(c: np.ndarray, p: np.ndarray, allocation: np.ndarray) -> dict[str, np.ndarray]:
+    """Every metric of MODEL.md for the given allocations, keyed by its short name."""
+    sums = HumanSums.of(c, p, allocation)
+    return {
+        "E": sums.efficiency(),
+        "F_c": sums.equality_of_capability(),
+        "F_p": sums.equality_of_preference(),
+        "F": sums.fairness(),
+        "FE": sums.fair_equity(),
+    }
+
+
+def most_capable_type(c: np.ndarray) -> np.ndarray:
+    """Each human's most capable task type (ties to the lowest index)."""
+    return np.argmax(c, axis=-1)
+
+
+def most_preferred_type(p: np.ndarray) -> np.ndarray:
+    """Each human's most preferred task type (ties to the lowest index)."""
+    return np.argmax(p, axis=-1)
+
+
+def rounds_on_type(allocation: np.ndarray, types: np.ndarray) -> np.ndarray:
+    """Kits (rounds) each human got of the given per-human type: ``[..., h]``."""
+    return np.take_along_axis(np.asarray(allocation), types[..., None], axis=-1)[..., 0]
+
+
+# --- state space -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class StateSpace:
+    """The reachable states of the allocation MDP for ``h`` humans and kits ``K``.
+
+    A state is an integer array ``[h + 1, n]``: row 0 the fetch station, row ``1 + i``
+    human ``i``'s kits. States are numbered breadth-first from the start state, actions
+    as ``itertools.product(range(n), repeat=h)`` enumerates them.
+    """
+
+    humans: int
+    kits: tuple[int, ...]
+    states: np.ndarray = field(repr=False)
+    successor: np.ndarray = field(repr=False)
+    depth: np.ndarray = field(repr=False)
+    index: dict[bytes, int] = field(repr=False)
+
+    @property
+    def task_types(self) -> int:
+        return len(self.kits)
+
+    @property
+    def rounds(self) -> int:
+        return sum(self.kits) // self.humans
+
+    @property
+    def size(self) -> int:
+        return len(self.states)
+
+    @cached_property
+    def actions(self) -> np.ndarray:
+        """``[A, h]``: the task type each action fetches for each human."""
+        return np.array(list(itertools.product(range(self.task_types), repeat=self.humans)))
+
+    @cached_property
+    def allocations(self) -> np.ndarray:
+        """``[S, h, n]``: the kits each human holds in each state."""
+        return self.states[:, 1:, :]
+
+    @cached_property
+    def goals(self) -> np.ndarray:
+        """State numbers of the goal states, in state order."""
+        return np.flatnonzero(self.depth == self.rounds)
+
+    @cached_property
+    def reachable_goals(self) -> np.ndarray:
+        """``[S, G]`` booleans: which goals can still be reached from each state."""
+        reach = np.zeros((self.size, len(self.goals)), dtype=bool)
+        reach[self.goals, np.arange(len(self.goals))] = True
+        for state in np.argsort(-self.depth, kind="stable"):
+            targets = self.successor[state][self.successor[state] >= 0]
+            if len(targets) and self.depth[state] < self.rounds:
+                reach[state] = reach[targets].any(axis=0)
+        return reach
+
+    def state_number(self, state: np.ndarray) -> int:
+        key = np.asarray(state, dtype=np.int16).reshape(self.humans + 1, -1).tobytes()
+        try:
+            return self.index[key]
+        except KeyError:
+            raise InvalidInput("state", np.asarray(state).tolist(),
+                               "is not a reachable state of this allocation") from None
+
+    def state_of(self, allocation: np.ndarray) -> int:
+        """State number from the kits each human holds (``[h, n]``)."""
+        allocation = np.asarray(allocation, dtype=np.int16)
+        fetch = np.asarray(self.kits, dtype=np.int16) - allocation.sum(axis=0)
+        return self.state_number(np.vstack([fetch, allocation]))
+
+    def action_number(self, types: tuple[int, ...] | list[int]) -> int:
+        number = 0
+        for task_type in types:
+            if not 0 <= int(task_type) < self.task_types:
+                raise InvalidInput("action", list(types), "names an unknown task type")
+            number = number * self.task_types + int(task_type)
+        if len(types) != self.humans:
+            raise InvalidInput("action", list(types), f"must name {self.humans} task types")
+        return number
+
+
+def _apply(state: np.ndarray, action: np.ndarray) -> np.ndarray | None:
+    """The state after fetching ``action``; None when the fetch station lacks a kit."""
+    after = state.copy()
+    for human, task_type in enumerate(action):
+        after[0, task_type] -= 1
+        after[1 + human, task_type] += 1
+    return None if (after[0] < 0).any() else after
+
+
+@lru_cache(maxsize=64)
+def state_space(humans: int = 2, kits: tuple[int, ...] = DEFAULT_KITS) -> StateSpace:
+    """Enumerate the reachable states breadth-first (cached: it depends on ``h`` and ``K``)."""
+    kits = validate_kits(kits, humans)
+    actions = list(itertools.product(range(len(kits)), repeat=humans))
+    start = np.zeros((humans + 1, len(kits)), dtype=np.int16)
+    start[0] = kits
+    states, depths, index = [start], [0], {start.tobytes(): 0}
+    successors: list[list[int]] = []
+    queue = deque([0])
+    while queue:
+        number = queue.popleft()
+        row = []
+        for action in actions:
+            after = _apply(states[number], np.array(action))
+            if after is None:
+                row.append(-1)
+                continue
+            key = after.tobytes()
+            if key not in index:
+                index[key] = len(states)
+                states.append(after)
+                depths.append(depths[number] + 1)
+                queue.append(index[key])
+            row.append(index[key])
+        successors.append(row)
+    return StateSpace(humans, kits, np.array(states), np.array(successors),
+                      np.array(depths), index)

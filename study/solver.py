@@ -1,0 +1,358 @@
+"""Optimal allocation policies: an exact fast solver and the pymdptoolbox reference.
+
+The fast solver uses what the allocation MDP guarantees: transitions are deterministic,
+reward is paid only on entering a goal, and every goal is entered after exactly ``R``
+rounds. So the value of a state is ``gamma^(R - t - 1)`` times the best goal reward still
+reachable from it, and the optimal goals and actions follow from the goal rewards alone,
+without building transition arrays. It is vectorised over many teams at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+import numpy as np
+
+from study.model import (
+    DISCOUNT,
+    Algorithm,
+    InvalidInput,
+    StateSpace,
+    Team,
+    all_metrics,
+    reward_from_sums,
+    state_space,
+    sums_over_goals,
+    validate_coefficients,
+)
+
+TIE_TOLERANCE = 1e-9
+ORDERS = ("default", "anytime-fair")
+SOLVERS = ("exact", "mdptoolbox")
+
+
+def goal_rewards(space: StateSpace, algorithm: Algorithm, c: np.ndarray,
+                 p: np.ndarray) -> np.ndarray:
+    """``[B, G]`` goal rewards of every goal state for a batch of teams ``[B, h, n]``."""
+    return reward_from_sums(algorithm, sums_over_goals(c, p, space.allocations[space.goals]))
+
+
+def best_reachable(space: StateSpace, rewards: np.ndarray) -> np.ndarray:
+    """``[B, S]``: the best goal reward still reachable from every state."""
+    masked = np.where(space.reachable_goals[None], rewards[:, None, :], -np.inf)
+    return masked.max(axis=-1)
+
+
+def exact_action_table(space: StateSpace, rewards: np.ndarray) -> np.ndarray:
+    """``[B, S]``: the optimal action in every state under the default tie rule.
+
+    Every successor of a state lies the same number of rounds from the goals, so Q values
+    compare as the best goal rewards the actions keep within reach. Invalid actions earn
+    -1 and stay put, so they are never optimal while goal rewards are non-negative; in a
+    goal state every action earns 0 and action 0 is taken.
+    """
+    best = best_reachable(space, rewards)
+    successor = space.successor
+    valid = successor >= 0
+    value_after = np.where(valid[None], best[:, np.where(valid, successor, 0)], -np.inf)
+    optimal = value_after >= best[:, :, None] - TIE_TOLERANCE
+    actions = np.argmax(optimal, axis=-1)
+    actions[:, space.goals] = 0
+    return actions
+
+
+def optimal_goal_sets(rewards: np.ndarray) -> np.ndarray:
+    """``[B, G]`` booleans: the goals whose reward is within the tolerance of the best."""
+    return rewards >= rewards.max(axis=-1, keepdims=True) - TIE_TOLERANCE
+
+
+MAX_GOALS_FOR_LOOKUP = 16
+
+
+def _goal_bits(count: int) -> np.ndarray:
+    return np.left_shift(np.uint64(1), np.arange(count, dtype=np.uint64))
+
+
+def _walk_to_goal_sets(space: StateSpace, targets: np.ndarray) -> tuple[np.ndarray,
+                                                                       np.ndarray]:
+    """From the start, take the lowest-numbered action that keeps a goal of the target set
+    (a bit mask per row) within reach, for every row at once."""
+    bits = _goal_bits(len(space.goals))
+    reach_bits = np.append((space.reachable_goals * bits).sum(axis=1, dtype=np.uint64),
+                           np.uint64(0))
+    current = np.zeros(len(targets), dtype=np.intp)
+    plan = np.empty((len(targets), space.rounds), dtype=np.int8)
+    for round_number in range(space.rounds):
+        successors = space.successor[current]
+        keeps_goal = (reach_bits[successors] & targets[:, None]) != 0
+        choice = np.argmax(keeps_goal, axis=1)
+        plan[:, round_number] = choice
+        current = successors[np.arange(len(targets)), choice]
+    return plan, np.searchsorted(space.goals, current)
+
+
+@lru_cache(maxsize=16)
+def _plans_by_goal_set(space: StateSpace) -> tuple[np.ndarray, np.ndarray]:
+    """The walk for every possible set of optimal goals, so a batch only looks it up."""
+    masks = np.arange(2 ** len(space.goals), dtype=np.uint64)
+    return _walk_to_goal_sets(space, masks)
+
+
+def plan_batch(space: StateSpace, rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Walk the default-rule policy from the start for a batch of teams.
+
+    From the start the robot keeps an optimal goal within reach with its lowest-numbered
+    action, so the plan depends only on the set of optimal goals: with few goals every
+    set's plan is computed once and looked up. Returns the actions of each round
+    ``[B, R]`` and the goal reached ``[B]`` as an index into ``space.goals``.
+    """
+    goal_count = len(space.goals)
+    if goal_count > 63:
+        return _plan_batch_by_table(space, rewards)
+    targets = (optimal_goal_sets(rewards) * _goal_bits(goal_count)).sum(axis=1,
+                                                                        dtype=np.uint64)
+    if goal_count > MAX_GOALS_FOR_LOOKUP:
+        return _walk_to_goal_sets(space, targets)
+    plans, goals = _plans_by_goal_set(space)
+    index = targets.astype(np.intp)
+    return plans[index], goals[index]
+
+
+def _plan_batch_by_table(space: StateSpace, rewards: np.ndarray) -> tuple[np.ndarray,
+                                                                          np.ndarray]:
+    """The same walk through full action tables, for spaces with more than 63 goals."""
+    tables = exact_action_table(space, rewards)
+    plans = np.array([_walk(space, table) for table in tables], dtype=np.int8)
+    goals = np.array([_end_state(space, plan) for plan in plans])
+    return plans, np.searchsorted(space.goals, goals)
+
+
+@dataclass(frozen=True)
+class BatchSolution:
+    """Optimal plans of one algorithm for a batch of teams."""
+
+    space: StateSpace
+    algorithm: Algorithm
+    plans: np.ndarray
+    goal_positions: np.ndarray
+    rewards: np.ndarray
+
+    @property
+    def goal_allocations(self) -> np.ndarray:
+        """``[B, h, n]``: the kits each human holds at the goal reached."""
+        return self.space.allocations[self.space.goals[self.goal_positions]]
+
+    @property
+    def reward(self) -> np.ndarray:
+        return self.rewards[np.arange(len(self.rewards)), self.goal_positions]
+
+
+def solve_batch(c: np.ndarray, p: np.ndarray, algorithm: Algorithm,
+                kits: tuple[int, ...] | None = None, chunk: int = 32768) -> BatchSolution:
+    """Optimal default-order plans for teams ``c, p`` of shape ``[B, h, n]``.
+
+    Teams are solved ``chunk`` at a time so intermediates stay in cache; the result does
+    not depend on the chunk size.
+    """
+    c, p = validate_coefficients(c, p)
+    if c.ndim != 3:
+        raise InvalidInput("c", list(c.shape), "a batch has shape [teams, humans, task types]")
+    kits = tuple(kits) if kits is not None else (8,) * c.shape[2]
+    space = state_space(c.shape[1], kits)
+    if space.task_types != c.shape[2]:
+        raise InvalidInput("kits", list(kits), f"must name {c.shape[2]} task types")
+    rewards = np.empty((len(c), len(space.goals)))
+    plans = np.empty((len(c), space.rounds), dtype=np.int8)
+    goals = np.empty(len(c), dtype=np.intp)
+    for start in range(0, len(c), chunk):
+        part = slice(start, start + chunk)
+        rewards[part] = goal_rewards(space, algorithm, c[part], p[part])
+        plans[part], goals[part] = plan_batch(space, rewards[part])
+    return BatchSolution(space, algorithm, plans, goals, rewards)
+
+
+# --- the reference ---------------------------------------------------------------------
+
+
+def mdp_arrays(space: StateSpace, rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense ``P [A, S, S]`` and ``R [S, A]`` of MODEL.md for one team's goal rewards."""
+    actions = len(space.actions)
+    transitions = np.zeros((actions, space.size, space.size))
+    reward = np.zeros((space.size, actions))
+    goal_reward_of = np.full(space.size, np.nan)
+    goal_reward_of[space.goals] = rewards
+    is_goal = np.zeros(space.size, dtype=bool)
+    is_goal[space.goals] = True
+    for state in range(space.size):
+        for action in range(actions):
+            target = space.successor[state, action]
+            if is_goal[state]:
+                transitions[action, state, state] = 1.0
+            elif target < 0:
+                transitions[action, state, state] = 1.0
+                reward[state, action] = -1.0
+            else:
+                transitions[action, state, target] = 1.0
+                if is_goal[target]:
+                    reward[state, action] = goal_reward_of[target]
+    return transitions, reward
+
+
+def reference_action_table(space: StateSpace, rewards: np.ndarray) -> np.ndarray:
+    """``[S]`` optimal actions from pymdptoolbox with the paper's settings."""
+    import mdptoolbox.mdp
+
+    transitions, reward = mdp_arrays(space, rewards)
+    solver = mdptoolbox.mdp.PolicyIteration(transitions, reward, DISCOUNT, max_iter=100,
+                                            eval_type=1)
+    solver.run()
+    return np.array(solver.policy)
+
+
+# --- a solved policy -------------------------------------------------------------------
+
+
+def _end_state(space: StateSpace, actions: list[int] | np.ndarray, start: int = 0) -> int:
+    state = start
+    for action in actions:
+        state = int(space.successor[state, action])
+    return state
+
+
+def _walk(space: StateSpace, table: np.ndarray, start: int = 0) -> list[int]:
+    """The actions the policy takes from ``start`` until a goal."""
+    actions, state = [], start
+    while space.depth[state] < space.rounds:
+        action = int(table[state])
+        actions.append(action)
+        state = int(space.successor[state, action])
+    return actions
+
+
+def _best_ordering(space: StateSpace, unfairness: np.ndarray, start: int,
+                   goal: int) -> list[int]:
+    """Among all action sequences from ``start`` to ``goal``, the one whose running
+    unfairness is smallest at its worst round, then smallest on average; ties go to the
+    lowest-numbered actions. Two exact dynamic programmes over the state lattice."""
+    reach = space.reachable_goals[:, int(np.searchsorted(space.goals, goal))]
+    order = np.argsort(-space.depth, kind="stable")
+    worst = np.full(space.size, np.inf)
+    worst[goal] = unfairness[goal]
+    for state in order:
+        if state == goal or not reach[state] or space.depth[state] >= space.rounds:
+            continue
+        nexts = [s for s in space.successor[state] if s >= 0 and reach[s]]
+        worst[state] = max(unfairness[state] if state != start else 0.0,
+                           min(worst[s] for s in nexts))
+    ceiling = worst[start] + TIE_TOLERANCE
+    total = np.full(space.size, np.inf)
+    total[goal] = unfairness[goal]
+    for state in order:
+        if state == goal or not reach[state] or space.depth[state] >= space.rounds:
+            continue
+        nexts = [s for s in space.successor[state] if s >= 0 and reach[s] and worst[s] <= ceiling]
+        own = unfairness[state] if state != start else 0.0
+        total[state] = own + min((total[s] for s in nexts), default=np.inf)
+    actions, state = [], start
+    while state != goal:
+        candidates = [(total[s], a) for a, s in enumerate(space.successor[state])
+                      if s >= 0 and reach[s] and worst[s] <= ceiling]
+        least = min(value for value, _ in candidates)
+        action = min(a for value, a in candidates if value <= least + TIE_TOLERANCE)
+        actions.append(action)
+        state = int(space.successor[state, action])
+    return actions
+
+
+@dataclass(frozen=True)
+class Policy:
+    """An optimal policy for one team and algorithm, to be asked about any state."""
+
+    team: Team
+    algorithm: Algorithm
+    space: StateSpace
+    table: np.ndarray
+    order: str = "default"
+
+    @cached_property
+    def goal_rewards(self) -> np.ndarray:
+        return goal_rewards(self.space, self.algorithm, self.team.c[None], self.team.p[None])[0]
+
+    @cached_property
+    def running_unfairness(self) -> np.ndarray:
+        """``[S]``: the unfairness this algorithm penalises, in every state."""
+        values = self.algorithm.running_unfairness(self.team.c, self.team.p,
+                                                   self.space.allocations)
+        return np.nan_to_num(values, nan=0.0)
+
+    @cached_property
+    def goal(self) -> int:
+        """The goal state the policy reaches from the start."""
+        return _end_state(self.space, _walk(self.space, self.table))
+
+    def actions_from(self, state: int) -> list[int]:
+        """The action numbers the robot takes from ``state`` until the session ends."""
+        if self.order == "anytime-fair" and self.space.reachable_goals[
+                state, int(np.searchsorted(self.space.goals, self.goal))]:
+            return _best_ordering(self.space, self.running_unfairness, state, self.goal)
+        return _walk(self.space, self.table, state)
+
+    def action(self, allocation: np.ndarray) -> tuple[int, ...]:
+        """The kit type each human gets next, given the kits each holds (``[h, n]``)."""
+        state = self.space.state_of(allocation)
+        if self.space.depth[state] >= self.space.rounds:
+            raise ValueError("every kit has been handed out: the session is over")
+        action = self.actions_from(state)[0]
+        return tuple(int(t) for t in self.space.actions[action])
+
+    @cached_property
+    def plan(self) -> list[tuple[int, ...]]:
+        """Round by round, the kit type each human gets, from the start state."""
+        return [tuple(int(t) for t in self.space.actions[a]) for a in self.actions_from(0)]
+
+    @cached_property
+    def trajectory(self) -> np.ndarray:
+        """``[R + 1, h, n]``: the kits each human holds before round 1 and after each round."""
+        steps = np.zeros((len(self.plan) + 1, self.space.humans, self.space.task_types),
+                         dtype=int)
+        for round_number, types in enumerate(self.plan, start=1):
+            steps[round_number] = steps[round_number - 1]
+            steps[round_number, np.arange(self.space.humans), types] += 1
+        return steps
+
+    def round_metrics(self) -> dict[str, np.ndarray]:
+        """Every metric after each round (rows 1..R of the trajectory), plus the reward's
+        running unfairness term."""
+        after = self.trajectory[1:]
+        metrics = all_metrics(self.team.c, self.team.p, after)
+        metrics["unfairness"] = self.algorithm.running_unfairness(self.team.c, self.team.p,
+                                                                  after)
+        return metrics
+
+    @property
+    def goal_allocation(self) -> np.ndarray:
+        return self.space.allocations[self.goal]
+
+    @property
+    def reward(self) -> float:
+        return float(self.goal_rewards[int(np.searchsorted(self.space.goals, self.goal))])
+
+
+def solve(team: Team, algorithm: Algorithm, kits: tuple[int, ...] | None = None,
+          order: str = "default", solver: str = "exact") -> Policy:
+    """The optimal policy of ``algorithm`` for ``team``, in every reachable state."""
+    if order not in ORDERS:
+        raise InvalidInput("order", order, f"must be one of {', '.join(ORDERS)}")
+    if solver not in SOLVERS:
+        raise InvalidInput("solver", solver, f"must be one of {', '.join(SOLVERS)}")
+    kits = tuple(kits) if kits is not None else (8,) * team.task_types
+    space = state_space(team.humans, kits)
+    if space.task_types != team.task_types:
+        raise InvalidInput("kits", list(kits), f"must name {team.task_types} task types")
+    rewards = goal_rewards(space, algorithm, team.c[None], team.p[None])
+    if solver == "exact":
+        table = exact_action_table(space, rewards)[0]
+    else:
+        table = reference_action_table(space, rewards[0])
+    return Policy(team, algorithm, space, table, order)
