@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint browser demo bench clean
+.PHONY: run test lint system-packages demo bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,16 +18,20 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/study serve protocols/demo.toml
 
-browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  echo "installing Chromium from Debian's packages"; \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
-	  || (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium); }
+# Debian packages the tests drive for real: Chromium (browser tests), Redis (message queue).
+SYSTEM_PACKAGES := chromium redis-server
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+system-packages:
+	@command -v chromium >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 || { \
+	  echo "installing $(SYSTEM_PACKAGES) from Debian's packages"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES); }
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) browser lint
+test: $(STAMP) system-packages lint
 	$(BIN)/pytest
 
 bench: $(STAMP)

@@ -1,0 +1,322 @@
+"""Tidy exports of a study database: one CSV and one Parquet file per table, a codebook that
+documents every column, and the protocol and pool metadata the data were collected under.
+
+The database is opened read-only, so an export can run while the server is still collecting.
+The codebook below is the single place where columns are explained for analysts; a test
+checks it against the live schema so a new column cannot leave the storage undocumented.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+TASK_TYPES = "0 = squares, 1 = letters"
+TASK_NAMES = "squares, letters"
+EPOCH = "seconds since 1970-01-01 UTC (server clock)"
+STEPS = ("consent, themes, preferences, practice, teammate, intro-1, session-1, "
+         "questionnaire-1, intro-2, session-2, questionnaire-2, post, debrief, done; "
+         "terminal: declined, withdrawn")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One documented column: what it holds, in which units, and which values it may take."""
+
+    name: str
+    type: str
+    meaning: str
+    units: str = ""
+    allowed: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """One documented table: what a row is, and its columns in schema order."""
+
+    name: str
+    row: str
+    columns: tuple[Column, ...]
+
+
+def _id(meaning: str = "row id") -> Column:
+    return Column("id", "INTEGER", meaning, allowed="positive, unique")
+
+
+def _fk(name: str, table: str, nullable: bool = False) -> Column:
+    return Column(name, "INTEGER", f"id of the row in `{table}`" + (" (may be empty)"
+                                                                     if nullable else ""),
+                  allowed=f"{table}.id" + (" or empty" if nullable else ""))
+
+
+def _at(name: str = "at", meaning: str = "when this row was recorded") -> Column:
+    return Column(name, "REAL", meaning, units=EPOCH)
+
+
+def _task(prefix: str = "", whose: str = "the cookie") -> tuple[Column, Column]:
+    return (Column(f"{prefix}task_type", "INTEGER", f"task type of {whose}", allowed=TASK_TYPES),
+            Column(f"{prefix}task_name", "TEXT", f"name of {whose}'s task type",
+                   allowed=TASK_NAMES))
+
+
+CODEBOOK: tuple[Table, ...] = (
+    Table("participants", "one participant code (one link)", (
+        _id(),
+        Column("code", "TEXT", "the code in the participant link /p/<code>", allowed="unique"),
+        Column("protocol", "TEXT", "name of the protocol the participant took part under"),
+        _at("created_at", "when the link was created (or the participant enrolled)"),
+        Column("step", "TEXT", "the participant's current or last step", allowed=STEPS),
+        Column("condition_order", "TEXT (JSON)",
+               "condition ids in the order the participant meets them",
+               allowed='JSON list, e.g. ["efficient", "fair"]'),
+        Column("external_ids", "TEXT (JSON)", "recruitment-platform parameters from the link",
+               allowed='JSON object, e.g. {"PROLIFIC_PID": "..."}'),
+        Column("consent", "TEXT", "answer to the consent page",
+               allowed="given, declined, empty (not answered)"),
+        _at("consent_at", "when consent was answered"),
+        Column("data_consent", "TEXT", "re-consent to data use at the debrief",
+               allowed="given, withdrawn, empty"),
+        _at("finished_at", "when the participant reached `done`"),
+        _at("withdrawn_at", "when the participant withdrew"),
+    )),
+    Table("steps", "one step reached by a participant (the journey's event log)", (
+        _id(), _fk("participant_id", "participants"),
+        Column("step", "TEXT", "the step entered", allowed=STEPS),
+        _at(),
+    )),
+    Table("answers", "one answer to one survey or questionnaire item", (
+        _id(), _fk("participant_id", "participants"),
+        Column("questionnaire", "TEXT", "which survey the item belongs to",
+               allowed="preferences, session-1, session-2, post"),
+        _fk("session_id", "sessions", nullable=True),
+        Column("condition", "TEXT", "condition of the rated session (session questionnaires)",
+               allowed="a condition id of the protocol, or empty"),
+        Column("item", "TEXT", "item id from the protocol (a theme id for `preferences`)"),
+        Column("label", "TEXT", "the item's short label from the protocol"),
+        Column("value_number", "REAL", "numeric answer (likert points, numbers)",
+               units="scale points for likert items",
+               allowed="likert 1..points of the item's scale; numbers within [min, max]"),
+        Column("value_text", "TEXT", "text answer (choices, open text)",
+               allowed="one of the item's options, or free text up to max_length"),
+        _at(),
+    )),
+    Table("measurements", "one coefficient measured for a participant and cookie type", (
+        _id(), _fk("participant_id", "participants"),
+        Column("kind", "TEXT", "which coefficient", allowed="capability, preference"),
+        *_task(),
+        Column("value", "REAL", "the coefficient used by the allocation model",
+               allowed="0.01..0.99"),
+        _fk("round_id", "rounds", nullable=True),
+        Column("cookies", "INTEGER", "capability: cookies finished in the measured round",
+               units="cookies", allowed=">= 0"),
+        Column("seconds", "REAL", "capability: duration of the measured round", units="s"),
+        Column("speed", "REAL", "capability: cookies per second in the measured round",
+               units="cookies/s"),
+        Column("reference_speed", "REAL",
+               "capability: the protocol's speed that counts as capability 1; "
+               "value = clip(speed / reference_speed, 0.01, 0.99)", units="cookies/s"),
+        Column("theme", "TEXT", "preference: the theme decorated on this cookie type",
+               allowed="a theme id of the protocol"),
+        Column("rating", "INTEGER", "preference: the rating of that theme; "
+               "value = 0.01 + 0.98 * (rating - 1) / (points - 1)",
+               units="scale points", allowed="1..points of the preference scale"),
+        _at(),
+    )),
+    Table("teammates", "the simulated teammate matched to a participant", (
+        Column("participant_id", "INTEGER", "id of the row in `participants` (primary key)",
+               allowed="participants.id"),
+        Column("pool", "TEXT", "the pool file the teammate's team came from"),
+        Column("pool_team", "INTEGER", "index of the matched team in the pool", allowed=">= 0"),
+        Column("participant_human", "INTEGER", "role (human index) the participant takes in "
+               "the matched team", allowed="0, 1"),
+        Column("distance", "REAL", "distance d (MODEL.md) between the participant and the "
+               "matched member", allowed=">= 0"),
+        Column("c_squares", "REAL", "teammate's capability on squares", allowed="0.01..0.99"),
+        Column("c_letters", "REAL", "teammate's capability on letters", allowed="0.01..0.99"),
+        Column("p_squares", "REAL", "teammate's preference for squares", allowed="0.01..0.99"),
+        Column("p_letters", "REAL", "teammate's preference for letters", allowed="0.01..0.99"),
+        _at(),
+    )),
+    Table("sessions", "the practice session (number 0) or a collaborative session", (
+        _id(), _fk("participant_id", "participants"),
+        Column("number", "INTEGER", "session number", allowed="0 practice, 1, 2"),
+        Column("kind", "TEXT", "session kind", allowed="practice, collaborative"),
+        Column("condition", "TEXT", "condition id of a collaborative session",
+               allowed="a condition id of the protocol, or empty (practice)"),
+        Column("algorithm", "TEXT", "allocation algorithm the robot ran",
+               allowed="efficient, fair, fea, or empty"),
+        Column("robot", "TEXT", "the robot's name shown to the participant"),
+        Column("w", "REAL", "FEA weight on efficiency", allowed="0..1 or empty"),
+        Column("fea_lo", "REAL", "lower bound scaling |FE| into FE'"),
+        Column("fea_hi", "REAL", "upper bound scaling |FE| into FE'"),
+        Column("round_order", "TEXT", "the solver's round order",
+               allowed="default, anytime-fair, or empty"),
+        Column("participant_human", "INTEGER", "the participant's human index in the live team",
+               allowed="0, 1, or empty"),
+        Column("team_c", "TEXT (JSON)", "live team capabilities [human][type]",
+               allowed="JSON 2x2 list of 0.01..0.99"),
+        Column("team_p", "TEXT (JSON)", "live team preferences [human][type]",
+               allowed="JSON 2x2 list of 0.01..0.99"),
+        Column("goal", "TEXT (JSON)", "the policy's goal allocation [human][type] at the start",
+               units="kits"),
+        Column("plan", "TEXT (JSON)", "the policy's plan at the start: "
+               "[[type for human 0, type for human 1], ...] one pair per round",
+               allowed=TASK_TYPES),
+        Column("reward", "REAL", "the goal reward of that plan"),
+        Column("rounds", "INTEGER", "rounds in this session", units="rounds"),
+        _at("created_at", "when the session and its policy were set up"),
+        _at("finished_at", "when the session's last round closed"),
+    )),
+    Table("rounds", "one timed round of one participant", (
+        _id(), _fk("session_id", "sessions"), _fk("participant_id", "participants"),
+        Column("number", "INTEGER", "round number within the session", allowed=">= 1"),
+        *_task(whose="the participant's kit"),
+        Column("teammate_task_type", "INTEGER", "task type of the teammate's kit",
+               allowed=TASK_TYPES + ", empty in practice"),
+        _at("started_at", "when the participant started the round"),
+        _at("deadline", "when the round closes (stored at start)"),
+        Column("seconds", "REAL", "round duration", units="s"),
+        _at("closed_at", "when the round was closed"),
+        Column("close_reason", "TEXT", "how the round was closed",
+               allowed="deadline (by the scheduler in time), recovery (at server start, "
+                       "after its deadline passed while the server was down), or empty "
+                       "(still running)"),
+        Column("participant_cookies", "INTEGER", "cookies counted for the participant",
+               units="cookies", allowed=">= 0"),
+        Column("teammate_cookies", "INTEGER", "cookies finished by the simulated teammate",
+               units="cookies", allowed=">= 0"),
+    )),
+    Table("allocations", "the kit the robot gave one human in one collaborative round", (
+        _id(), _fk("round_id", "rounds"), _fk("session_id", "sessions"),
+        _fk("participant_id", "participants"),
+        Column("round", "INTEGER", "round number within the session", allowed=">= 1"),
+        Column("human", "INTEGER", "human index in the live team", allowed="0, 1"),
+        Column("role", "TEXT", "who that human is", allowed="participant, teammate"),
+        *_task(whose="the kit"),
+        Column("held_before", "TEXT (JSON)",
+               "kits held [human][type] when the policy chose this kit", units="kits"),
+        _at(),
+    )),
+    Table("cookies", "one finished cookie at either station", (
+        _id(), _fk("round_id", "rounds"), _fk("participant_id", "participants"),
+        Column("actor", "TEXT", "who decorated it", allowed="participant, teammate"),
+        Column("number", "INTEGER", "1-based count within the round and actor", allowed=">= 1"),
+        *_task(),
+        _at("finished_at", "when the cookie was finished"),
+        Column("seconds", "REAL", "time since the round started", units="s"),
+        Column("content", "TEXT (JSON)", "what the participant submitted",
+               allowed="letters string, or JSON list of filled box indices; empty for the "
+                       "teammate"),
+        Column("msg_id", "TEXT", "the client's message id (idempotency key)",
+               allowed="8-64 of [A-Za-z0-9_-], empty for the teammate"),
+    )),
+    Table("messages", "one accepted client message id (idempotency log)", (
+        _id(), _fk("participant_id", "participants"),
+        Column("msg_id", "TEXT", "the client's message id", allowed="8-64 of [A-Za-z0-9_-]"),
+        Column("event", "TEXT", "Socket.IO event name",
+               allowed="submit, start_round, cookie, withdraw"),
+        _at(),
+    )),
+    Table("rejections", "one refused client message and why", (
+        _id(), _fk("participant_id", "participants", nullable=True),
+        Column("event", "TEXT", "Socket.IO event name"),
+        Column("msg_id", "TEXT", "the client's message id, if any"),
+        Column("reason", "TEXT", "short refusal code (docs/socket-protocol.md)",
+               allowed="not-joined, unknown-participant, bad-code, malformed, missing-msg-id, "
+                       "duplicate, out-of-order, invalid-answer, round-closed, wrong-cookie, "
+                       "too-fast, finished, and the limits of the deployment"),
+        Column("detail", "TEXT", "human-readable detail"),
+        Column("payload", "TEXT (JSON)", "the payload as received, truncated", units="<= 2 kB"),
+        _at(),
+    )),
+)
+
+CODEBOOK_FIELDS = ("table", "column", "type", "meaning", "units", "allowed")
+
+
+def codebook_frame(tables: tuple[Table, ...] = CODEBOOK) -> pd.DataFrame:
+    """The codebook as one row per (table, column)."""
+    rows = [(t.name, c.name, c.type, c.meaning, c.units, c.allowed)
+            for t in tables for c in t.columns]
+    return pd.DataFrame(rows, columns=list(CODEBOOK_FIELDS))
+
+
+def codebook_markdown(tables: tuple[Table, ...] = CODEBOOK) -> str:
+    """The codebook as Markdown: one section per table, one row per column."""
+    lines = ["# Codebook", "", f"Times are {EPOCH}. Empty cells in the CSV files are missing "
+             "values (SQL NULL). JSON columns hold small lists or objects as text.", ""]
+    for table in tables:
+        lines += [f"## {table.name}", "", f"One row per {table.row}.", "",
+                  "| column | type | meaning | units | allowed values |", "|---|---|---|---|---|"]
+        lines += [f"| {c.name} | {c.type} | {c.meaning} | {c.units} | {c.allowed} |"
+                  for c in table.columns]
+        lines.append("")
+    return "\n".join(lines)
+
+
+# --- reading the database ----------------------------------------------------------------
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection: exporting must never change (or lock) a running study."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no database at {path}")
+    return sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+
+
+def database_tables(connection: sqlite3.Connection) -> list[str]:
+    rows = connection.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+        "ORDER BY name").fetchall()
+    return [name for (name,) in rows]
+
+
+def table_columns(connection: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
+    """(name, declared type) of every column of ``table``, in schema order."""
+    return [(row[1], row[2] or "") for row in connection.execute(
+        f'PRAGMA table_info("{table}")').fetchall()]
+
+
+def documented_schema(connection: sqlite3.Connection) -> tuple[Table, ...]:
+    """The codebook restricted to what the database holds, plus any column it does not know.
+
+    A column the codebook lacks is still exported (data is never dropped silently) and is
+    marked undocumented, so the gap is visible in the codebook itself.
+    """
+    known = {t.name: t for t in CODEBOOK}
+    present = database_tables(connection)
+    ordered = [t.name for t in CODEBOOK if t.name in present]
+    ordered += [name for name in present if name not in known]
+    tables = []
+    for name in ordered:
+        documented = {c.name: c for c in known[name].columns} if name in known else {}
+        columns = tuple(documented.get(column) or Column(column, kind or "?", "UNDOCUMENTED")
+                        for column, kind in table_columns(connection, name))
+        row = known[name].row if name in known else "UNDOCUMENTED table"
+        tables.append(Table(name, row, columns))
+    return tuple(tables)
+
+
+def undocumented(tables: tuple[Table, ...]) -> list[str]:
+    return [f"{t.name}.{c.name}" for t in tables for c in t.columns if c.meaning == "UNDOCUMENTED"]
+
+
+def read_table(connection: sqlite3.Connection, table: Table) -> pd.DataFrame:
+    """One table as a typed frame: nullable integers stay integers, texts stay texts."""
+    frame = pd.read_sql_query(f'SELECT * FROM "{table.name}" ORDER BY rowid', connection)
+    for column in table.columns:
+        kind = column.type.split()[0].upper()
+        if kind == "INTEGER":
+            frame[column.name] = frame[column.name].astype("Int64")
+        elif kind == "REAL":
+            frame[column.name] = frame[column.name].astype("Float64")
+        elif kind == "TEXT":
+            frame[column.name] = frame[column.name].astype("string")
+    return frame

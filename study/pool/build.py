@@ -1,0 +1,132 @@
+"""Building a pool file: chunks of teams sampled, solved and written as Parquet row groups.
+
+Chunks run on local threads (numpy releases the GIL in the heavy array work) or, with a
+scheduler address, on a Dask cluster. Only a bounded window of chunks is in flight and
+they are written in order, so memory stays bounded whatever the pool size.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from study.model import validate_coefficients
+from study.pool.columns import team_columns
+from study.pool.sampling import sample_teams
+from study.pool.spec import PoolSpec
+from study.pool.store import pool_metadata
+from study.pool.teamtypes import TEAM_TYPES
+
+DEFAULT_CHUNK = 65_536
+
+
+def chunk_table(spec: PoolSpec, start: int, stop: int) -> pa.Table:
+    """Teams ``start .. stop - 1``: sampled, validated, solved, as an Arrow table."""
+    c, p = sample_teams(spec, start, stop)
+    validate_coefficients(c, p)
+    columns = team_columns(spec, c, p)
+    arrays = {name: pa.array(values) for name, values in columns.items()}
+    arrays["team_type"] = pa.DictionaryArray.from_arrays(pa.array(columns["team_type"]),
+                                                         pa.array(TEAM_TYPES))
+    return pa.table(arrays)
+
+
+def chunk_ranges(teams: int, chunk: int) -> list[tuple[int, int]]:
+    return [(start, min(start + chunk, teams)) for start in range(0, teams, chunk)]
+
+
+def _in_order(submit: Callable[[int, int], Any], ranges: list[tuple[int, int]],
+              window: int) -> Iterator[pa.Table]:
+    """Results of ``submit(start, stop)`` futures in range order, at most ``window`` ahead."""
+    pending: deque[Future] = deque()
+    for start, stop in ranges:
+        pending.append(submit(start, stop))
+        if len(pending) >= window:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def _local_tables(spec: PoolSpec, ranges: list[tuple[int, int]],
+                  workers: int) -> Iterator[pa.Table]:
+    with ThreadPoolExecutor(max_workers=workers) as executor:
+        yield from _in_order(lambda a, b: executor.submit(chunk_table, spec, a, b), ranges,
+                             2 * workers)
+
+
+def _dask_tables(spec: PoolSpec, ranges: list[tuple[int, int]],
+                 scheduler: str) -> Iterator[pa.Table]:
+    from distributed import Client
+
+    with Client(scheduler) as client:
+        window = 2 * max(1, sum(client.nthreads().values()))
+        yield from _in_order(lambda a, b: client.submit(chunk_table, spec, a, b, pure=False),
+                             ranges, window)
+
+
+def _write(tables: Iterator[pa.Table], path: Path, metadata: dict[bytes, bytes],
+           advance: Callable[[int], Any]) -> None:
+    """One row group per table; the schema (with the pool metadata) from the first."""
+    writer: pq.ParquetWriter | None = None
+    try:
+        for table in tables:
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema.with_metadata(metadata),
+                                          compression="none")
+            writer.write_table(table, row_group_size=len(table))
+            advance(len(table))
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def build_pool(spec: PoolSpec, out: Path | str, *, chunk: int = DEFAULT_CHUNK,
+               workers: int | None = None, scheduler: str | None = None,
+               progress: bool | None = None) -> Path:
+    """Write the pool of ``spec`` to ``out`` (Parquet); the file appears only when complete.
+
+    ``chunk`` teams are solved per task and written as one row group; ``workers`` local
+    threads (default: every core) or a Dask ``scheduler`` address run the tasks.
+    ``progress`` None shows the bar only on a terminal. The content does not depend on
+    ``chunk``, ``workers`` or ``scheduler``.
+    """
+    if chunk < 1:
+        raise ValueError("chunk must be at least 1 team")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ranges = chunk_ranges(spec.teams, chunk)
+    if scheduler is not None:
+        tables = _dask_tables(spec, ranges, scheduler)
+    else:
+        tables = _local_tables(spec, ranges, workers or os.cpu_count() or 1)
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    try:
+        with tqdm(total=spec.teams, unit="team", desc=f"pool {spec.name}",
+                  disable=None if progress is None else not progress) as bar:
+            _write(tables, partial, pool_metadata(spec), bar.update)
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
+    return out
+
+
+def pool_file_name(spec: PoolSpec) -> str:
+    """``<name>-<digest>.parquet``: a changed spec never reuses an old file."""
+    return f"{spec.name}-{spec.digest()[:16]}.parquet"
+
+
+def ensure_pool(spec: PoolSpec, directory: Path | str, **options: Any) -> Path:
+    """The path of the pool file for ``spec`` in ``directory``, built first if missing."""
+    path = Path(directory) / pool_file_name(spec)
+    if not path.exists():
+        build_pool(spec, path, **options)
+    return path
+

@@ -1,0 +1,121 @@
+"""The per-team columns of a pool: every algorithm's goal, reward, metrics and the gaps.
+
+The goal-state sums are computed element-wise here rather than with
+``study.model.sums_over_goals``: its matrix products go through BLAS, whose rounding
+depends on the batch size, and a pool must be bit-identical whatever its chunk size.
+The optimal plans then come from the solver's ``plan_batch`` on those rewards.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from study.model import (
+    HumanSums,
+    most_capable_type,
+    most_preferred_type,
+    reward_from_sums,
+    rounds_on_type,
+    scale_fair_equity,
+    state_space,
+)
+from study.pool.spec import PoolSpec
+from study.pool.teamtypes import most_capable_human, team_type_codes
+from study.solver import plan_batch
+
+
+def goal_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:
+    """``HumanSums`` ``[h, B, G]`` for teams ``[B, h, n]`` and goals ``[G, h, n]``, by
+    element-wise products summed in a fixed order (so independent of the batch size)."""
+    goals = np.asarray(goals, dtype=float)
+    humans, types = goals.shape[1], goals.shape[2]
+
+    def weighted(feature: np.ndarray, human: int) -> np.ndarray:
+        total = feature[:, human, 0, None] * goals[None, :, human, 0]
+        for j in range(1, types):
+            total += feature[:, human, j, None] * goals[None, :, human, j]
+        return total
+
+    capability = np.stack([weighted(c, i) for i in range(humans)])
+    preference = np.stack([weighted(p, i) for i in range(humans)])
+    kits = np.broadcast_to(goals.sum(axis=-1).T[:, None, :], capability.shape)
+    inputs = c[:, :, 0].copy()
+    for j in range(1, types):
+        inputs += c[:, :, j]
+    return HumanSums(capability, preference, kits, inputs.T[:, :, None])
+
+
+def _at(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``values[b, positions[b]]`` for every team ``b``."""
+    return np.take_along_axis(values, positions[:, None], axis=1)[:, 0]
+
+
+def fair_gaps(spec: PoolSpec, c: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """``[B]`` fair gaps (Fair against Efficient), for rejection by a minimum gap."""
+    space = state_space(spec.humans, spec.kits)
+    sums = goal_sums(c, p, space.allocations[space.goals])
+    fair_reward = 1.0 - np.abs(sums.fairness())
+    positions = {name: plan_batch(space, reward_from_sums(spec.algorithm(name), sums))[1]
+                 for name in ("efficient", "fair")}
+    return _at(fair_reward, positions["fair"]) - _at(fair_reward, positions["efficient"])
+
+
+def team_columns(spec: PoolSpec, c: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
+    """Every pool column for teams ``c, p [B, h, n]`` (see docs/pool.md for the list)."""
+    space = state_space(spec.humans, spec.kits)
+    goal_states = space.allocations[space.goals]
+    sums = goal_sums(c, p, goal_states)
+    metrics = {"E": sums.efficiency(), "F": sums.fairness(), "FE": sums.fair_equity()}
+    columns = _coefficient_columns(c, p)
+    columns["team_type"] = team_type_codes(c, p)
+    columns["most_capable_human"] = most_capable_human(c).astype(np.int8)
+    capable, preferred = most_capable_type(c), most_preferred_type(p)
+    positions = {}
+    for name in spec.algorithms:
+        rewards = reward_from_sums(spec.algorithm(name), sums)
+        positions[name] = plan_batch(space, rewards)[1]
+        goal = goal_states[positions[name]]
+        columns.update(_algorithm_columns(name, goal, _at(rewards, positions[name]),
+                                          {k: _at(v, positions[name]) for k, v in
+                                           metrics.items()}))
+        for i in range(spec.humans):
+            columns[f"{name}_rounds_capable_{i}"] = rounds_on_type(goal, capable)[:, i]
+            columns[f"{name}_rounds_preferred_{i}"] = rounds_on_type(goal, preferred)[:, i]
+    if spec.has_gaps:
+        columns.update(_gap_columns(spec, metrics, positions))
+    return columns
+
+
+def _coefficient_columns(c: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
+    columns = {}
+    for kind, values in (("c", c), ("p", p)):
+        for i in range(values.shape[1]):
+            for j in range(values.shape[2]):
+                columns[f"{kind}_{i}_{j}"] = np.ascontiguousarray(values[:, i, j])
+    return columns
+
+
+def _algorithm_columns(name: str, goal: np.ndarray, reward: np.ndarray,
+                       metrics: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    columns = {f"{name}_goal_{i}_{j}": goal[:, i, j].astype(np.int8)
+               for i in range(goal.shape[1]) for j in range(goal.shape[2])}
+    columns[f"{name}_reward"] = reward
+    columns.update({f"{name}_{key}": values for key, values in metrics.items()})
+    return columns
+
+
+def _gap_columns(spec: PoolSpec, metrics: dict[str, np.ndarray],
+                 positions: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Fair and efficiency gaps of Fair (and FEA) against Efficient, per MODEL.md."""
+    efficient = positions["efficient"]
+    fair_reward = 1.0 - np.abs(metrics["F"])
+    columns = {
+        "fair_gap": _at(fair_reward, positions["fair"]) - _at(fair_reward, efficient),
+        "efficiency_gap": _at(metrics["E"], positions["fair"]) - _at(metrics["E"], efficient),
+    }
+    if spec.fea is not None:
+        fea_term = 1.0 - scale_fair_equity(metrics["FE"], spec.fea.lo, spec.fea.hi)
+        columns["fea_fair_gap"] = _at(fea_term, positions["fea"]) - _at(fea_term, efficient)
+        columns["fea_efficiency_gap"] = (_at(metrics["E"], positions["fea"])
+                                         - _at(metrics["E"], efficient))
+    return columns

@@ -1,0 +1,185 @@
+"""The study database: SQLite through sqlite-utils, one transaction per event.
+
+A participant's data must survive a crash at any moment, so every event is committed as it
+happens (WAL, ``synchronous=FULL``) and nothing lives only in memory. Columns are explained
+in ``docs/database.md``. One connection serves the web threads behind a lock: SQLite has a
+single writer anyway, and a lab study writes a few events per second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+REAL, INT, TEXT = float, int, str
+
+# table -> (columns, not-null columns, foreign keys, unique column groups)
+SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[list[str]]]] = {
+    "participants": (
+        {"id": INT, "code": TEXT, "protocol": TEXT, "created_at": REAL, "step": TEXT,
+         "condition_order": TEXT, "external_ids": TEXT, "consent": TEXT, "consent_at": REAL,
+         "data_consent": TEXT, "finished_at": REAL, "withdrawn_at": REAL},
+        {"code", "protocol", "created_at", "step"}, [], [["code"]]),
+    "steps": (
+        {"id": INT, "participant_id": INT, "step": TEXT, "at": REAL},
+        {"participant_id", "step", "at"}, [("participant_id", "participants")], []),
+    "sessions": (
+        {"id": INT, "participant_id": INT, "number": INT, "kind": TEXT, "condition": TEXT,
+         "algorithm": TEXT, "robot": TEXT, "w": REAL, "fea_lo": REAL, "fea_hi": REAL,
+         "round_order": TEXT, "participant_human": INT, "team_c": TEXT, "team_p": TEXT,
+         "goal": TEXT, "plan": TEXT, "reward": REAL, "rounds": INT, "created_at": REAL,
+         "finished_at": REAL},
+        {"participant_id", "number", "kind", "rounds", "created_at"},
+        [("participant_id", "participants")], [["participant_id", "number"]]),
+    "rounds": (
+        {"id": INT, "session_id": INT, "participant_id": INT, "number": INT, "task_type": INT,
+         "task_name": TEXT, "teammate_task_type": INT, "started_at": REAL, "deadline": REAL,
+         "seconds": REAL, "closed_at": REAL, "close_reason": TEXT, "participant_cookies": INT,
+         "teammate_cookies": INT},
+        {"session_id", "participant_id", "number", "task_type", "started_at", "deadline",
+         "seconds", "participant_cookies", "teammate_cookies"},
+        [("session_id", "sessions"), ("participant_id", "participants")],
+        [["session_id", "number"]]),
+    "allocations": (
+        {"id": INT, "round_id": INT, "session_id": INT, "participant_id": INT, "round": INT,
+         "human": INT, "role": TEXT, "task_type": INT, "task_name": TEXT, "held_before": TEXT,
+         "at": REAL},
+        {"round_id", "session_id", "participant_id", "round", "human", "role", "task_type",
+         "at"},
+        [("round_id", "rounds"), ("session_id", "sessions"),
+         ("participant_id", "participants")], [["round_id", "human"]]),
+    "cookies": (
+        {"id": INT, "round_id": INT, "participant_id": INT, "actor": TEXT, "number": INT,
+         "task_type": INT, "task_name": TEXT, "finished_at": REAL, "seconds": REAL,
+         "content": TEXT, "msg_id": TEXT},
+        {"round_id", "participant_id", "actor", "number", "task_type", "finished_at",
+         "seconds"},
+        [("round_id", "rounds"), ("participant_id", "participants")],
+        [["round_id", "actor", "number"]]),
+    "answers": (
+        {"id": INT, "participant_id": INT, "questionnaire": TEXT, "session_id": INT,
+         "condition": TEXT, "item": TEXT, "label": TEXT, "value_number": REAL,
+         "value_text": TEXT, "at": REAL},
+        {"participant_id", "questionnaire", "item", "at"},
+        [("participant_id", "participants"), ("session_id", "sessions")],
+        [["participant_id", "questionnaire", "item"]]),
+    "measurements": (
+        {"id": INT, "participant_id": INT, "kind": TEXT, "task_type": INT, "task_name": TEXT,
+         "value": REAL, "round_id": INT, "cookies": INT, "seconds": REAL, "speed": REAL,
+         "reference_speed": REAL, "theme": TEXT, "rating": INT, "at": REAL},
+        {"participant_id", "kind", "task_type", "value", "at"},
+        [("participant_id", "participants"), ("round_id", "rounds")],
+        [["participant_id", "kind", "task_type"]]),
+    "teammates": (
+        {"participant_id": INT, "pool": TEXT, "pool_team": INT, "participant_human": INT,
+         "distance": REAL, "c_squares": REAL, "c_letters": REAL, "p_squares": REAL,
+         "p_letters": REAL, "at": REAL},
+        {"participant_id", "pool", "pool_team", "participant_human", "distance", "at"},
+        [("participant_id", "participants")], []),
+    "messages": (
+        {"id": INT, "participant_id": INT, "msg_id": TEXT, "event": TEXT, "at": REAL},
+        {"participant_id", "msg_id", "event", "at"}, [("participant_id", "participants")],
+        [["participant_id", "msg_id"]]),
+    "rejections": (
+        {"id": INT, "participant_id": INT, "event": TEXT, "msg_id": TEXT, "reason": TEXT,
+         "detail": TEXT, "payload": TEXT, "at": REAL},
+        {"event", "reason", "at"}, [("participant_id", "participants")], []),
+}
+
+# Tables holding a participant's data, children before parents (deletion order).
+PARTICIPANT_TABLES = ("cookies", "allocations", "measurements", "answers", "rounds",
+                      "teammates", "sessions", "steps", "messages", "rejections")
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+class Storage:
+    """The database of one study run; every public method is one committed event."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        self.db = sqlite_utils.Database(connection)
+        self.lock = threading.RLock()
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.create_schema()
+
+    def create_schema(self) -> None:
+        with self.lock, self.db.atomic():
+            for name, (columns, not_null, foreign_keys, uniques) in SCHEMA.items():
+                pk = "participant_id" if name == "teammates" else "id"
+                self.db[name].create(columns, pk=pk, not_null=not_null,
+                                     foreign_keys=foreign_keys, if_not_exists=True)
+                for group in uniques:
+                    self.db[name].create_index(group, unique=True, if_not_exists=True)
+                for column, _ in foreign_keys:
+                    if [column] not in uniques and column != pk:
+                        self.db[name].create_index([column], if_not_exists=True)
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
+
+    @contextlib.contextmanager
+    def event(self) -> Iterator[sqlite_utils.Database]:
+        """One event: everything inside commits together, or nothing does."""
+        with self.lock, self.db.atomic():
+            yield self.db
+
+    # --- reading ------------------------------------------------------------------------
+
+    def one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> dict[str, Any] | None:
+        with self.lock:
+            return next(iter(self.db.query(sql, params)), None)
+
+    def all(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+        with self.lock:
+            return list(self.db.query(sql, params))
+
+    def participant(self, code: str) -> dict[str, Any] | None:
+        return self.one("SELECT * FROM participants WHERE code = ?", (code,))
+
+    # --- writing ------------------------------------------------------------------------
+
+    def insert(self, table: str, row: dict[str, Any]) -> int:
+        """Insert one row (its own event when not already inside one); returns its id."""
+        with self.event() as db:
+            return int(db[table].insert(row).last_pk)
+
+    def update(self, table: str, pk: int, values: dict[str, Any]) -> None:
+        with self.event() as db:
+            db[table].update(pk, values)
+
+    def reject(self, participant_id: int | None, event: str, msg_id: str | None, reason: str,
+               detail: str, payload: Any, at: float) -> None:
+        """Log a refused message; it changes nothing else."""
+        try:
+            text = to_json(payload)
+        except (TypeError, ValueError):
+            text = repr(payload)
+        self.insert("rejections", {"participant_id": participant_id, "event": event,
+                                   "msg_id": msg_id, "reason": reason, "detail": detail,
+                                   "payload": text[:2048], "at": at})
+
+    def erase_participant(self, participant_id: int, keep: dict[str, Any]) -> None:
+        """Delete every row of a participant; the participants row keeps only ``keep``
+        (its code, protocol and terminal step stay as they are)."""
+        cleared = {"condition_order": None, "external_ids": None, "consent_at": None,
+                   "finished_at": None, "withdrawn_at": None, "consent": None,
+                   "data_consent": None}
+        with self.event() as db:
+            for table in PARTICIPANT_TABLES:
+                db.execute(f"DELETE FROM {table} WHERE participant_id = ?", (participant_id,))
+            db["participants"].update(participant_id, {**cleared, **keep})
