@@ -52,17 +52,19 @@ def temporal_summary(gap: np.ndarray, period: int = DEFAULT_PERIOD,
     """Temporal aggregates of a non-negative unfairness series ``[..., R]``.
 
     long-term: the last round (what the seed rewards judge); anytime: the worst round;
-    average: the mean over rounds; periodic: the mean over rounds ``period, 2 period, ...``.
-    ``first_round`` drops early rounds from anytime and average, whose gaps the first
-    kits often force.
+    average: the mean over rounds; periodic: the mean over rounds ``period, 2 period, ...``
+    (NaN when the session is shorter than one period). ``first_round`` drops early rounds
+    from anytime and average, whose gaps the first kits often force.
     """
     gap = np.asarray(gap, dtype=float)
     window = gap[..., first_round - 1:]
+    checkpoints = gap[..., period - 1::period]
     return {
         "long_term": gap[..., -1],
         "anytime": window.max(axis=-1),
         "average": window.mean(axis=-1),
-        "periodic": gap[..., period - 1::period].mean(axis=-1),
+        "periodic": (checkpoints.mean(axis=-1) if checkpoints.shape[-1]
+                     else np.full(gap.shape[:-1], np.nan)),
     }
 
 

@@ -81,7 +81,7 @@ def compare_pair(a: np.ndarray, b: np.ndarray) -> dict[str, object]:
 def paired_comparisons(answers: pd.DataFrame) -> pd.DataFrame:
     """Every item asked in two or more conditions, each pair of its conditions compared
     within the participants who answered both."""
-    wide = likert(answers).pivot_table(index=["item", "participant"], columns="condition",
+    wide = likert(answers).pivot_table(index=["item", "participant_id"], columns="condition",
                                        values="value", aggfunc="mean")
     rows = []
     for item, table in wide.groupby(level="item", sort=True):

@@ -16,15 +16,12 @@ import pandas as pd
 
 from analysis import fairness_time
 from study.model import Algorithm
+from study.pool.summary import study1_table, study2_table
 from study.pool.teamtypes import TEAM_TYPES
 
 COLUMN = re.compile(r"^(?P<name>.+)_(?P<human>\d+)_(?P<type>\d+)$")
 # Table 3 of the paper: Study #1 teams with a fair gap above 0.60.
-FAIR_GAP_BINS = ((0.60, 0.70, "[0.60, 0.70)"), (0.70, 0.80, "[0.70, 0.80)"),
-                 (0.80, 0.90, "[0.80, 0.90]"), (0.90, 1.00, "(0.90, 1.00]"))
 PAPER_FAIR_GAP_TEAMS = {"[0.60, 0.70)": 5302, "[0.70, 0.80)": 1566, "[0.80, 0.90]": 204}
-EFFICIENCY_GAP_BINS = ((-0.10, 0.00, "[-0.10, 0.00]"), (-0.50, -0.10, "[-0.50, -0.10)"),
-                       (-1.00, -0.50, "[-1.00, -0.50)"))
 HUMAN_ROLES = ("most capable human", "other human")
 
 
@@ -48,33 +45,20 @@ def coefficients(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return per_human_array(frame, "c"), per_human_array(frame, "p")
 
 
-def _binned(values: pd.Series, bins: Sequence[tuple[float, float, str]]) -> pd.Series:
-    """Counts per bin; a bin is closed on the side its label says."""
-    counts = {}
-    for low, high, label in bins:
-        above = values >= low if label.startswith("[") else values > low
-        below = values <= high if label.endswith("]") else values < high
-        counts[label] = int((above & below).sum())
-    return pd.Series(counts)
-
-
-def table3(pool: pd.DataFrame, threshold: float = 0.60) -> pd.DataFrame:
-    """Teams with a fair gap above ``threshold``, by fair-gap and efficiency-gap bin, with
-    the paper's counts beside (it reported 7,072 of 500,000 teams, none above 0.90)."""
-    kept = pool[pool["fair_gap"] > threshold]
-    parts = []
-    for measure, column, bins in (("fair gap", "fair_gap", FAIR_GAP_BINS),
-                                  ("efficiency gap", "efficiency_gap", EFFICIENCY_GAP_BINS)):
-        counts = _binned(kept[column], bins)
-        parts.append(pd.DataFrame({"measure": measure, "bin": counts.index,
-                                   "teams": counts.to_numpy(),
-                                   "share": counts.to_numpy() / max(len(kept), 1)}))
-    table = pd.concat(parts, ignore_index=True)
-    paper_total = sum(PAPER_FAIR_GAP_TEAMS.values())
-    table["paper_teams"] = table["bin"].map(PAPER_FAIR_GAP_TEAMS).where(
-        table["measure"] == "fair gap")
-    table["paper_share"] = table["paper_teams"] / paper_total
-    return table
+def table3(pool: pd.DataFrame) -> pd.DataFrame:
+    """Teams with a fair gap above 0.60 by fair-gap and efficiency-gap bin (the pool's own
+    ``study1_table``), with the paper's counts beside: 7,072 of 500,000 uniform teams,
+    none above 0.90."""
+    table = study1_table(pool["fair_gap"].to_numpy(), pool["efficiency_gap"].to_numpy())
+    parts = [pd.DataFrame(table[f"{key}_bins"]).assign(measure=measure)
+             for key, measure in (("fair_gap", "fair gap"),
+                                  ("efficiency_gap", "efficiency gap"))]
+    frame = pd.concat(parts, ignore_index=True)
+    frame["share"] = frame.pop("percent") / 100
+    frame["paper_teams"] = frame["bin"].map(PAPER_FAIR_GAP_TEAMS).where(
+        frame["measure"] == "fair gap")
+    frame["paper_share"] = frame["paper_teams"] / sum(PAPER_FAIR_GAP_TEAMS.values())
+    return frame[["measure", "bin", "teams", "share", "paper_teams", "paper_share"]]
 
 
 def gap_summary(pool: pd.DataFrame, columns: Sequence[str] = ("fair_gap",
@@ -99,26 +83,26 @@ def team_type_names(pool: pd.DataFrame) -> pd.Series:
 
 
 def allocation_summary(pool: pd.DataFrame, algorithms: Sequence[str]) -> pd.DataFrame:
-    """The Study #2 allocation figure as a table: per team type, algorithm and role (the
-    most capable human or the other), the mean rounds on the most capable and on the
-    most preferred task type, from the pool's ``<alg>_rounds_capable_<i>`` and
-    ``<alg>_rounds_preferred_<i>`` columns. Two humans."""
-    top = pool["most_capable_human"].to_numpy(dtype=int)
-    rows = np.arange(len(pool))
-    parts = []
-    for algorithm in algorithms:
-        capable = per_human_rounds(pool, f"{algorithm}_rounds_capable")
-        preferred = per_human_rounds(pool, f"{algorithm}_rounds_preferred")
-        for role, human in zip(HUMAN_ROLES, (top, 1 - top), strict=True):
-            parts.append(pd.DataFrame({
-                "team_type": team_type_names(pool).to_numpy(), "algorithm": algorithm,
-                "human": role, "capable_rounds": capable[rows, human],
-                "preferred_rounds": preferred[rows, human]}))
-    frame = pd.concat(parts, ignore_index=True)
-    table = frame.groupby(["team_type", "algorithm", "human"], sort=False).agg(
-        teams=("capable_rounds", "size"), capable_rounds=("capable_rounds", "mean"),
-        preferred_rounds=("preferred_rounds", "mean"))
-    return table.reset_index()
+    """The Study #2 allocation figure as a table (the pool's own ``study2_table``): per
+    team type, algorithm and role (the most capable human or the other), the mean rounds
+    on the most capable and on the most preferred task type."""
+    names = team_type_names(pool)
+    columns = {name: pool[name].to_numpy() for name in pool.columns
+               if name.startswith(tuple(f"{a}_rounds_" for a in algorithms))}
+    columns["most_capable_human"] = pool["most_capable_human"].to_numpy()
+    columns["team_type"] = names.map({name: code for code, name in
+                                      enumerate(TEAM_TYPES)}).to_numpy()
+    humans = per_human_rounds(pool, f"{algorithms[0]}_rounds_capable").shape[1]
+    nested = study2_table(columns, tuple(algorithms), humans)
+    rows = []
+    for team_type, entry in nested.items():
+        for algorithm in algorithms:
+            for role, key in zip(HUMAN_ROLES, ("most_capable", "other"), strict=True):
+                rounds = entry[algorithm][key]
+                rows.append({"team_type": team_type, "algorithm": algorithm, "human": role,
+                             "teams": entry["teams"], "capable_rounds": rounds["capable"],
+                             "preferred_rounds": rounds["preferred"]})
+    return pd.DataFrame(rows)
 
 
 def per_human_rounds(pool: pd.DataFrame, prefix: str) -> np.ndarray:
@@ -133,25 +117,26 @@ def per_human_rounds(pool: pd.DataFrame, prefix: str) -> np.ndarray:
 def order_comparison(pool: pd.DataFrame, algorithms: Sequence[Algorithm],
                      orders: Sequence[str] = ("default", "anytime-fair"),
                      sample: int = 300, seed: int = 0,
-                     kits: tuple[int, ...] | None = None) -> pd.DataFrame:
+                     kits: tuple[int, ...] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fairness over time of each policy and round order, on a sample of teams per team
-    type: one row per team, algorithm and order with ``fairness_time.summary``'s columns.
+    type: the temporal summaries (one row per team, algorithm and order, with
+    ``fairness_time.summary``'s columns) and the running metrics (one row per round too).
 
     The goal is the same in every order, so only the path metrics (anytime, average,
     periodic, lead) can differ: this is where the round order shows.
     """
     rng = np.random.default_rng(seed)
-    names = team_type_names(pool)
-    picked = pool.assign(team_type=names).groupby("team_type", group_keys=False).apply(
-        lambda part: part.iloc[rng.permutation(len(part))[:sample]])
-    c, p = coefficients(picked)
-    parts = []
+    names = team_type_names(pool).to_numpy()
+    rows = np.concatenate([rng.permutation(np.flatnonzero(names == name))[:sample]
+                           for name in sorted(set(names))])
+    c, p = coefficients(pool.iloc[rows])
+    summaries, per_round = [], []
     for algorithm in algorithms:
         for order in orders:
             trajectories = fairness_time.policy_trajectories(c, p, algorithm, kits, order)
-            summary = fairness_time.summary(c, p, trajectories)
-            summary.insert(0, "order", order)
-            summary.insert(0, "algorithm", algorithm.name)
-            summary.insert(0, "team_type", picked["team_type"].to_numpy())
-            parts.append(summary)
-    return pd.concat(parts, ignore_index=True)
+            label = {"algorithm": algorithm.name, "order": order}
+            summaries.append(fairness_time.summary(c, p, trajectories).assign(
+                **label, team_type=names[rows]))
+            running = fairness_time.rounds_frame(c, p, trajectories)
+            per_round.append(running.assign(**label, team_type=names[rows][running["unit"]]))
+    return pd.concat(summaries, ignore_index=True), pd.concat(per_round, ignore_index=True)

@@ -11,6 +11,10 @@ from study.tomlsource import ProtocolError
 
 COMMAND_MODULES = (
     "study.commands.solve",
+    "study.commands.serve",
+    "study.commands.pool",
+    "study.commands.bot",
+    "study.commands.export",
 )
 
 

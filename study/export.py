@@ -8,13 +8,15 @@ checks it against the live schema so a new column cannot leave the storage undoc
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import sqlite3
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import metadata as package_metadata
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -236,6 +238,20 @@ CODEBOOK: tuple[Table, ...] = (
         Column("payload", "TEXT (JSON)", "the payload as received, truncated", units="<= 2 kB"),
         _at(),
     )),
+    Table("server_runs", "one start of the study server (the conditions data were collected "
+          "under)", (
+        _id(),
+        _at("started_at", "when the server started"),
+        Column("protocol", "TEXT", "name of the protocol served"),
+        Column("protocol_path", "TEXT", "the protocol file as given to the server"),
+        Column("protocol_sha256", "TEXT", "SHA-256 of the protocol file's text",
+               allowed="64 hex digits"),
+        Column("protocol_text", "TEXT", "the protocol file's full text at start"),
+        Column("pool", "TEXT", "the team-pool file the teammates came from, if any"),
+        Column("pool_metadata", "TEXT (JSON)", "the pool file's metadata (spec, seed, digest, "
+               "FEA bounds, package versions)"),
+        Column("version", "TEXT", "version of the study platform"),
+    )),
 )
 
 CODEBOOK_FIELDS = ("table", "column", "type", "meaning", "units", "allowed")
@@ -320,3 +336,119 @@ def read_table(connection: sqlite3.Connection, table: Table) -> pd.DataFrame:
         elif kind == "TEXT":
             frame[column.name] = frame[column.name].astype("string")
     return frame
+
+
+# --- what the data were collected under -------------------------------------------------
+
+RUNS_TABLE = "server_runs"
+
+
+def record_server_run(storage: Any, protocol_path: Path, protocol_name: str,
+                      pool_path: Path | str | None, at: float) -> None:
+    """Snapshot the protocol text and pool metadata into the database at server start, so
+    an export documents the exact conditions even if the files change later."""
+    text = Path(protocol_path).read_text(encoding="utf-8")
+    table = next(t for t in CODEBOOK if t.name == RUNS_TABLE)
+    with storage.event() as db:
+        db[RUNS_TABLE].create({c.name: _PY_TYPES[c.type.split()[0]] for c in table.columns},
+                              pk="id", if_not_exists=True)
+        db[RUNS_TABLE].insert({
+            "started_at": at, "protocol": protocol_name, "protocol_path": str(protocol_path),
+            "protocol_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "protocol_text": text, "pool": None if pool_path is None else str(pool_path),
+            "pool_metadata": _pool_metadata(pool_path), "version": _version()})
+
+
+_PY_TYPES = {"INTEGER": int, "REAL": float, "TEXT": str}
+
+
+def _pool_metadata(pool_path: Path | str | None) -> str | None:
+    if pool_path is None or not Path(pool_path).is_file():
+        return None
+    from study.pool.store import read_metadata
+
+    return json.dumps(read_metadata(pool_path), sort_keys=True)
+
+
+def _version() -> str:
+    try:
+        return package_metadata.version("fair-teaming-study")
+    except package_metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def metadata_files(connection: sqlite3.Connection) -> dict[str, bytes]:
+    """One protocol file per distinct protocol text and one JSON per pool, under
+    ``metadata/``; a database without snapshots says so instead of guessing."""
+    if RUNS_TABLE not in database_tables(connection):
+        note = ("This database holds no server_runs snapshot, so the protocol and pool the "
+                "data were collected under are not known to the export.\n")
+        return {"metadata/MISSING.txt": note.encode()}
+    files: dict[str, bytes] = {}
+    rows = connection.execute(
+        f"SELECT protocol, protocol_sha256, protocol_text, pool, pool_metadata "
+        f"FROM {RUNS_TABLE} ORDER BY id").fetchall()
+    for protocol, digest, text, pool, pool_metadata in rows:
+        files[f"metadata/protocol-{protocol}-{digest[:12]}.toml"] = text.encode()
+        if pool and pool_metadata:
+            files[f"metadata/pool-{Path(pool).stem}.json"] = json.dumps(
+                json.loads(pool_metadata), indent=2, sort_keys=True).encode()
+    return files
+
+
+# --- writing an export ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Export:
+    """The files of one export, by relative name, and what they hold."""
+
+    files: dict[str, bytes]
+    rows: dict[str, int]
+    undocumented: list[str]
+
+
+def build_export(db_path: Path) -> Export:
+    """Every table as CSV and Parquet, the codebook (CSV and Markdown) and the metadata."""
+    connection = connect_read_only(Path(db_path))
+    try:
+        tables = documented_schema(connection)
+        files: dict[str, bytes] = {}
+        rows: dict[str, int] = {}
+        for table in tables:
+            frame = read_table(connection, table)
+            rows[table.name] = len(frame)
+            files[f"{table.name}.csv"] = frame.to_csv(index=False).encode()
+            files[f"{table.name}.parquet"] = _parquet_bytes(frame)
+        files["codebook.csv"] = codebook_frame(tables).to_csv(index=False).encode()
+        files["codebook.md"] = codebook_markdown(tables).encode()
+        files.update(metadata_files(connection))
+    finally:
+        connection.close()
+    return Export(files, rows, undocumented(tables))
+
+
+def _parquet_bytes(frame: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def write_export(export: Export, out: Path) -> list[Path]:
+    """Write the files under ``out`` (created if needed); returns the paths written."""
+    written = []
+    for name, content in export.files.items():
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        written.append(path)
+    return written
+
+
+def zip_export(export: Export) -> bytes:
+    """The same files as one zip archive (the console's download)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in export.files.items():
+            archive.writestr(name, content)
+    return buffer.getvalue()

@@ -313,7 +313,8 @@ class _Reader:
             dotted = f"cookies.{name}"
             theme = self.get(row, dotted, "theme", str)
             if theme not in theme_ids:
-                raise self.fail(f"{dotted}.theme", f"names no theme ({', '.join(sorted(theme_ids))})")
+                known = ", ".join(sorted(theme_ids))
+                raise self.fail(f"{dotted}.theme", f"names no theme ({known})")
             cookies.append(CookieType(task_type, name, theme,
                                       self.number(row, dotted, "reference_speed", 0, 100)))
         return tuple(cookies)

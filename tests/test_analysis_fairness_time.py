@@ -34,6 +34,7 @@ def test_temporal_summary_by_hand():
     assert summary["anytime"] == pytest.approx(0.1)
     assert summary["average"] == pytest.approx(gap.mean())
     assert summary["periodic"] == pytest.approx((0.025 + 0.05) / 2)
+    assert np.isnan(ft.temporal_summary(gap, period=5)["periodic"])
     later = ft.temporal_summary(gap, period=2, first_round=2)
     assert later["anytime"] == pytest.approx(0.05)
     assert later["average"] == pytest.approx(gap[1:].mean())

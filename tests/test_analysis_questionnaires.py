@@ -10,8 +10,8 @@ from analysis import questionnaires as q
 def answers(values_a, values_b, item="fair_overall"):
     rows = []
     for k, (a, b) in enumerate(zip(values_a, values_b, strict=True)):
-        rows += [{"participant": k, "condition": "efficient", "item": item, "value": a},
-                 {"participant": k, "condition": "fair", "item": item, "value": b}]
+        rows += [{"participant_id": k, "condition": "efficient", "item": item, "value": a},
+                 {"participant_id": k, "condition": "fair", "item": item, "value": b}]
     return pd.DataFrame(rows)
 
 
@@ -26,7 +26,7 @@ def test_describe_by_hand():
 
 def test_free_text_answers_are_left_out():
     frame = pd.concat([answers([3], [4]), pd.DataFrame([{
-        "participant": 0, "condition": "fair", "item": "why", "value": "it was fine"}])])
+        "participant_id": 0, "condition": "fair", "item": "why", "value": "it was fine"}])])
     assert set(q.describe(frame)["item"]) == {"fair_overall"}
 
 
@@ -65,7 +65,7 @@ def test_too_few_differing_pairs_are_warned_about():
 
 
 def test_items_asked_once_are_not_compared():
-    frame = pd.DataFrame([{"participant": 1, "condition": "post", "item": "which",
+    frame = pd.DataFrame([{"participant_id": 1, "condition": "post", "item": "which",
                            "value": 3}])
     assert q.paired_comparisons(frame).empty
 

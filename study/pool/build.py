@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from study.model import validate_coefficients
+from study.model import InvalidInput, validate_coefficients
 from study.pool.columns import team_columns
 from study.pool.sampling import sample_teams
 from study.pool.spec import PoolSpec
@@ -66,10 +66,20 @@ def _dask_tables(spec: PoolSpec, ranges: list[tuple[int, int]],
                  scheduler: str) -> Iterator[pa.Table]:
     from distributed import Client
 
-    with Client(scheduler) as client:
+    try:
+        client = Client(scheduler, timeout="20s")
+    except (OSError, TimeoutError) as error:
+        raise InvalidInput("--scheduler", scheduler, f"cannot connect ({error})") from None
+    with client:
         window = 2 * max(1, sum(client.nthreads().values()))
         yield from _in_order(lambda a, b: client.submit(chunk_table, spec, a, b, pure=False),
                              ranges, window)
+
+
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """Small-integer and label columns shrink a lot by dictionary encoding; random floats
+    only cost time."""
+    return [f.name for f in schema if not pa.types.is_floating(f.type)]
 
 
 def _write(tables: Iterator[pa.Table], path: Path, metadata: dict[bytes, bytes],
@@ -80,7 +90,8 @@ def _write(tables: Iterator[pa.Table], path: Path, metadata: dict[bytes, bytes],
         for table in tables:
             if writer is None:
                 writer = pq.ParquetWriter(path, table.schema.with_metadata(metadata),
-                                          compression="none")
+                                          compression="none",
+                                          use_dictionary=_dictionary_columns(table.schema))
             writer.write_table(table, row_group_size=len(table))
             advance(len(table))
     finally:

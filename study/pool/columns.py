@@ -8,6 +8,8 @@ The optimal plans then come from the solver's ``plan_batch`` on those rewards.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from study.model import (
@@ -42,12 +44,39 @@ def goal_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:
     inputs = c[:, :, 0].copy()
     for j in range(1, types):
         inputs += c[:, :, j]
-    return HumanSums(capability, preference, kits, inputs.T[:, :, None])
+    return _CachedSums(capability, preference, kits, inputs.T[:, :, None])
+
+
+class _CachedSums(HumanSums):
+    """``HumanSums`` whose metrics are computed once: the rewards and the columns of
+    every algorithm read them again."""
+
+    @cached_property
+    def _efficiency(self) -> np.ndarray:
+        return super().efficiency()
+
+    @cached_property
+    def _fairness(self) -> np.ndarray:
+        return super().fairness()
+
+    @cached_property
+    def _fair_equity(self) -> np.ndarray:
+        return super().fair_equity()
+
+    def efficiency(self) -> np.ndarray:
+        return self._efficiency
+
+    def fairness(self) -> np.ndarray:
+        return self._fairness
+
+    def fair_equity(self) -> np.ndarray:
+        return self._fair_equity
 
 
 def _at(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """``values[b, positions[b]]`` for every team ``b``."""
-    return np.take_along_axis(values, positions[:, None], axis=1)[:, 0]
+    """``values[b, positions[b]]`` for every team ``b`` (``values`` is ``[B, G]``)."""
+    flat = np.arange(len(positions)) * values.shape[1] + positions
+    return np.ascontiguousarray(values).reshape(-1)[flat]
 
 
 def fair_gaps(spec: PoolSpec, c: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -78,9 +107,10 @@ def team_columns(spec: PoolSpec, c: np.ndarray, p: np.ndarray) -> dict[str, np.n
         columns.update(_algorithm_columns(name, goal, _at(rewards, positions[name]),
                                           {k: _at(v, positions[name]) for k, v in
                                            metrics.items()}))
+        on_capable, on_preferred = rounds_on_type(goal, capable), rounds_on_type(goal, preferred)
         for i in range(spec.humans):
-            columns[f"{name}_rounds_capable_{i}"] = rounds_on_type(goal, capable)[:, i]
-            columns[f"{name}_rounds_preferred_{i}"] = rounds_on_type(goal, preferred)[:, i]
+            columns[f"{name}_rounds_capable_{i}"] = on_capable[:, i].astype(np.int8)
+            columns[f"{name}_rounds_preferred_{i}"] = on_preferred[:, i].astype(np.int8)
     if spec.has_gaps:
         columns.update(_gap_columns(spec, metrics, positions))
     return columns

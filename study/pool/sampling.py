@@ -31,14 +31,20 @@ def block_generator(seed: int, block: int) -> np.random.Generator:
 def _candidates(spec: PoolSpec, rng: np.random.Generator,
                 count: int) -> tuple[np.ndarray, np.ndarray]:
     shape = (count, spec.humans, spec.task_types)
-    c = rng.uniform(*interval_arrays(spec.sample_c), size=shape)
-    p = rng.uniform(*interval_arrays(spec.sample_p), size=shape)
-    return c, p
+    draws = []
+    for intervals in (spec.sample_c, spec.sample_p):
+        lo, hi = interval_arrays(intervals)
+        values = rng.random(shape)
+        values *= hi - lo
+        values += lo
+        draws.append(values)
+    return draws[0], draws[1]
 
 
 def _accepted(spec: PoolSpec, c: np.ndarray, p: np.ndarray) -> np.ndarray:
     """The rejection step of ``pool.accept``: cheap criteria first, the fair gap last."""
-    keep = spec.accept.coefficient_mask(c, p, team_type_codes(c, p))
+    codes = team_type_codes(c, p) if spec.accept.team_types is not None else None
+    keep = spec.accept.coefficient_mask(c, p, codes)
     if spec.accept.fair_gap_above is not None and keep.any():
         survivors = np.flatnonzero(keep)
         keep[survivors] = fair_gaps(spec, c[survivors], p[survivors]) > spec.accept.fair_gap_above

@@ -62,7 +62,7 @@ class Criteria:
         return keep
 
     def coefficient_mask(self, c: np.ndarray, p: np.ndarray,
-                         team_type: np.ndarray) -> np.ndarray:
+                         team_type: np.ndarray | None) -> np.ndarray:
         """Every criterion but the fair gap, which needs the teams solved."""
         keep = np.ones(len(c), dtype=bool)
         for values, intervals in ((c, self.c), (p, self.p)):
@@ -70,6 +70,8 @@ class Criteria:
                 lo, hi = interval_arrays(intervals)
                 keep &= ((values >= lo) & (values <= hi)).all(axis=(1, 2))
         if self.team_types is not None:
+            if team_type is None:
+                raise ValueError("the team type criterion needs the team types")
             codes = [TEAM_TYPES.index(name) for name in self.team_types]
             keep &= np.isin(team_type, codes)
         return keep
@@ -133,14 +135,14 @@ class PoolSpec:
 
     teams: int
     seed: int
-    humans: int = 2
-    kits: tuple[int, ...] = (8, 8)
-    algorithms: tuple[str, ...] = ALGORITHMS
-    sample_c: Intervals = ()
-    sample_p: Intervals = ()
-    accept: Criteria = field(default_factory=Criteria)
-    fea: FeaSettings | None = None
-    teammate: TeammateFilter = field(default_factory=TeammateFilter)
+    humans: int
+    kits: tuple[int, ...]
+    algorithms: tuple[str, ...]
+    sample_c: Intervals
+    sample_p: Intervals
+    accept: Criteria
+    fea: FeaSettings | None
+    teammate: TeammateFilter
     name: str = "pool"
 
     @property
@@ -186,8 +188,15 @@ class PoolSpec:
 
     def digest(self) -> str:
         """A hash of everything that decides the pool file's content."""
-        text = json.dumps({"format": POOL_FORMAT, "spec": self.to_dict()}, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()
+        return _hash({"format": POOL_FORMAT, "spec": self.to_dict()})
+
+    def teams_digest(self) -> str:
+        """A hash of what decides the teams' coefficients alone (not the algorithms, FEA
+        bounds or teammate filter), so derived bounds can name the teams they came from."""
+        data = self.to_dict()
+        return _hash({"format": POOL_FORMAT,
+                      **{key: data[key] for key in ("teams", "seed", "humans", "kits",
+                                                    "sample", "accept")}})
 
     def with_changes(self, teams: int | None = None, seed: int | None = None) -> PoolSpec:
         """The same spec with another size or seed (e.g. a CI-sized run)."""
@@ -197,6 +206,10 @@ class PoolSpec:
             raise InvalidInput("seed", seed, "must be a non-negative whole number")
         return replace(self, teams=self.teams if teams is None else teams,
                        seed=self.seed if seed is None else seed)
+
+
+def _hash(data: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 def interval_arrays(intervals: Intervals) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,119 @@
+"""The ``analysis`` command: a report from a study database (and a pool), or its frames as CSV.
+
+    analysis report DB [--pool POOL] --out DIR
+    analysis export DB --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import load, report, sessions, tradeoff
+from study.model import InvalidInput
+from study.pool.store import read_metadata
+from study.tomlsource import ProtocolError
+
+
+def _pair(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LO,HI like 0,1.5, got {text!r}") from None
+    return lo, hi
+
+
+def _weights(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected weights like 0,0.5,1, got {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="analysis", description="Analyse a fair-teaming study database and team pools.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    defaults = report.PoolOptions()
+    make = commands.add_parser(
+        "report", help="self-contained HTML report with tables and figures",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Write DIR/report.html (figures embedded), DIR/figures/*.png|svg and "
+                    "DIR/tables/*.csv from the study database DB and, with --pool, the "
+                    "simulation comparisons of a pool file.")
+    make.add_argument("database", type=Path, metavar="DB", help="the study's SQLite file")
+    make.add_argument("--pool", type=Path, help="a pool file (Parquet) built by `study`")
+    make.add_argument("--out", type=Path, required=True, help="output folder")
+    make.add_argument("--sweep-teams", type=int, default=defaults.sweep_teams,
+                      help="pool teams in the FEA weight sweep")
+    make.add_argument("--order-sample", type=int, default=defaults.order_sample,
+                      help="pool teams per team type in the round-order comparison")
+    make.add_argument("--weights", type=_weights, default=tradeoff.DEFAULT_WEIGHTS,
+                      help="FEA weights to sweep, comma-separated")
+    make.add_argument("--bounds", type=_pair, action="append", metavar="LO,HI",
+                      help="FE' bounds to sweep (repeatable; default: the pool's own)")
+    make.add_argument("--seed", type=int, default=0, help="seed of samples and bootstraps")
+    make.set_defaults(handler=run_report)
+    export = commands.add_parser(
+        "export", help="the tidy data frames as CSV",
+        description="Write every tidy frame (participants, sessions, rounds, allocations, "
+                    "cookies, answers, practice, teammates) and the per-session outcomes "
+                    "and fairness over time as CSV, with metadata.json.")
+    export.add_argument("database", type=Path, metavar="DB", help="the study's SQLite file")
+    export.add_argument("--out", type=Path, required=True, help="output folder")
+    export.set_defaults(handler=run_export)
+    return parser
+
+
+def run_report(args: argparse.Namespace) -> int:
+    data = load.load(args.database)
+    pool = record = None
+    if args.pool is not None:
+        record = read_metadata(args.pool)
+        pool = pd.read_parquet(args.pool)
+    options = report.PoolOptions(sweep_teams=args.sweep_teams, order_sample=args.order_sample,
+                                 weights=args.weights, bounds=tuple(args.bounds or ()),
+                                 seed=args.seed)
+    path = report.write_report(data, args.out, pool, record, options)
+    print(f"report written to {path}")
+    return 0
+
+
+def export_frames(data: load.StudyData, out: Path) -> list[Path]:
+    """Every tidy frame and the derived per-session frames as CSV, plus the metadata."""
+    out.mkdir(parents=True, exist_ok=True)
+    frames = dict(data.frames())
+    if not data.participants.empty:
+        frames["session_outcomes"] = sessions.session_outcomes(data)
+        frames["session_fairness"], frames["round_fairness"] = (
+            sessions.session_fairness_over_time(data))
+    paths = []
+    for name, frame in frames.items():
+        paths.append(out / f"{name}.csv")
+        frame.to_csv(paths[-1], index=False)
+    (out / "metadata.json").write_text(json.dumps(data.metadata, indent=2, default=str),
+                                       encoding="utf-8")
+    return paths
+
+
+def run_export(args: argparse.Namespace) -> int:
+    paths = export_frames(load.load(args.database), args.out)
+    print(f"{len(paths)} tables written to {args.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except (InvalidInput, ProtocolError) as error:
+        print(f"analysis: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Outcomes of the collaborative sessions: per participant and condition, and per condition.
+
+Every number comes from what happened (the allocations and rounds stored for the
+session), not from what the policy planned, so an interrupted session is measured as it
+ran. Humans are renumbered so the participant is human 0: a signed ``F`` or ``FE`` is
+then positive when the allocation favoured the participant, whatever seat they had.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis import fairness_time
+from analysis.load import StudyData
+from analysis.questionnaires import likert, predicted_rating
+from analysis.simulation import per_human_array
+from study.model import all_metrics, most_capable_type, most_preferred_type, rounds_on_type
+
+ROLES = ("participant", "teammate")
+
+
+def collaborative(sessions: pd.DataFrame) -> pd.DataFrame:
+    return sessions[sessions["kind"] == "collaborative"].reset_index(drop=True)
+
+
+def _seat_order(sessions: pd.DataFrame) -> np.ndarray:
+    """``[S, 2]``: the live team's human index of the participant, then of the teammate."""
+    seat = sessions["participant_human"].to_numpy(dtype=int)
+    return np.stack([seat, 1 - seat], axis=1)
+
+
+def team_arrays(sessions: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``c, p [S, 2, n]`` of each session's live team, participant first."""
+    order = _seat_order(sessions)[:, :, None]
+    c = np.take_along_axis(per_human_array(sessions, "c"), order, axis=1)
+    p = np.take_along_axis(per_human_array(sessions, "p"), order, axis=1)
+    return c, p
+
+
+def trajectories(sessions: pd.DataFrame, allocations: pd.DataFrame,
+                 task_types: int) -> np.ndarray:
+    """``[S, R + 1, 2, n]`` kits held before round 1 and after each round, participant
+    first, from the stored allocations (rounds not played add nothing)."""
+    rounds = int(sessions["rounds"].max())
+    kits = np.zeros((len(sessions), rounds + 1, 2, task_types), dtype=int)
+    row_of = pd.Series(np.arange(len(sessions)), index=sessions["session_id"])
+    given = allocations[allocations["session_id"].isin(row_of.index)]
+    rows = row_of[given["session_id"]].to_numpy()
+    roles = np.where(given["role"].to_numpy() == "participant", 0, 1)
+    np.add.at(kits, (rows, given["round"].to_numpy(), roles, given["task_type"].to_numpy()),
+              1)
+    return kits.cumsum(axis=1)
+
+
+def session_outcomes(data: StudyData) -> pd.DataFrame:
+    """One row per collaborative session: cookies of the team and each member, rounds
+    each member spent on their most capable and most preferred type, both members'
+    coefficients, the teammate match distance ``d``, and the final allocation's ``E``,
+    ``F`` and ``FE`` (signed towards the participant) with the policy's reward and the
+    predicted fairness ratings."""
+    sessions = collaborative(data.sessions)
+    c, p = team_arrays(sessions)
+    final = trajectories(sessions, data.allocations, c.shape[-1])[:, -1]
+    frame = sessions[["participant_id", "protocol", "session_id", "number", "condition",
+                      "algorithm", "round_order", "reward"]].copy()
+    cookies = data.rounds.groupby("session_id")[["participant_cookies",
+                                                  "teammate_cookies"]].sum()
+    frame["cookies_participant"] = frame["session_id"].map(cookies["participant_cookies"])
+    frame["cookies_teammate"] = frame["session_id"].map(cookies["teammate_cookies"])
+    frame[["cookies_participant", "cookies_teammate"]] = frame[
+        ["cookies_participant", "cookies_teammate"]].fillna(0).astype(int)
+    frame["cookies_team"] = frame["cookies_participant"] + frame["cookies_teammate"]
+    capable = rounds_on_type(final, most_capable_type(c))
+    preferred = rounds_on_type(final, most_preferred_type(p))
+    for k, role in enumerate(ROLES):
+        frame[f"rounds_capable_{role}"] = capable[:, k]
+        frame[f"rounds_preferred_{role}"] = preferred[:, k]
+        for j in range(c.shape[-1]):
+            frame[f"c_{role}_{j}"] = c[:, k, j]
+            frame[f"p_{role}_{j}"] = p[:, k, j]
+    distance = data.teammates.set_index("participant_id")["distance"]
+    frame["distance"] = frame["participant_id"].map(distance)
+    metrics = all_metrics(c, p, final)
+    frame["E"], frame["F"], frame["FE"] = metrics["E"], metrics["F"], metrics["FE"]
+    frame["fair_reward"] = 1 - np.abs(metrics["F"])
+    frame["predicted_rating_fair"] = predicted_rating(frame["fair_reward"])
+    frame["predicted_rating_reward"] = predicted_rating(frame["reward"])
+    return frame
+
+
+def session_fairness_over_time(data: StudyData) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per session the temporal summaries (one row each) and the running metrics (one
+    row per round), participant as human 0."""
+    sessions = collaborative(data.sessions)
+    c, p = team_arrays(sessions)
+    kits = trajectories(sessions, data.allocations, c.shape[-1])
+    keys = sessions[["participant_id", "session_id", "condition", "algorithm",
+                     "round_order"]]
+    summary = pd.concat([keys, fairness_time.summary(c, p, kits)], axis=1)
+    per_round = fairness_time.rounds_frame(c, p, kits)
+    per_round = keys.iloc[per_round.pop("unit")].reset_index(drop=True).join(per_round)
+    return summary, per_round
+
+
+def condition_summary(outcomes: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """Per condition and algorithm: sessions, mean cookies and allocation metrics, the
+    predicted fairness ratings and the participants' mean rating of each Likert item (the
+    paper's Figures 3 and 5 as a table)."""
+    measures = ["cookies_team", "cookies_participant", "cookies_teammate", "E", "F", "FE",
+                "fair_reward", "reward", "predicted_rating_fair", "predicted_rating_reward"]
+    table = outcomes.groupby(["condition", "algorithm"])[measures].mean()
+    table.insert(0, "sessions", outcomes.groupby(["condition", "algorithm"]).size())
+    ratings = likert(answers.dropna(subset=["condition"]))
+    if not ratings.empty:
+        algorithm = outcomes.drop_duplicates("condition").set_index("condition")["algorithm"]
+        wide = (ratings.assign(algorithm=ratings["condition"].map(algorithm))
+                .pivot_table(index=["condition", "algorithm"], columns="label",
+                             values="value", aggfunc="mean"))
+        wide.columns = [f"rating {label}" for label in wide.columns]
+        table = table.join(wide)
+    return table.reset_index()

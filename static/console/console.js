@@ -1,0 +1,103 @@
+// The experimenter's live view: draws the snapshot pushed on the /console namespace and
+// counts time left down locally between pushes (deadline minus the server's clock).
+"use strict";
+
+const table = document.querySelector("#participants tbody");
+const status = document.getElementById("live-status");
+let snapshot = JSON.parse(document.getElementById("initial-snapshot").textContent);
+let offset = snapshot.now - Date.now() / 1000; // server clock minus ours
+
+function cell(text, className) {
+  const td = document.createElement("td");
+  td.textContent = text === null || text === undefined ? "" : String(text);
+  if (className) td.className = className;
+  return td;
+}
+
+function timeLeft(current) {
+  if (!current || !current.running) return "";
+  const left = current.deadline - (Date.now() / 1000 + offset);
+  return left > 0 ? left.toFixed(0) + " s" : "closing";
+}
+
+function history(participant) {
+  const parts = [];
+  for (const session of participant.sessions) {
+    const label = session.number === 0 ? "practice" : "S" + session.number + " " + (session.condition || "");
+    const rounds = session.rounds.filter((r) => !r.running).map((r) => {
+      const kits = r.teammate_kit ? r.kit[0] + "/" + r.teammate_kit[0] : r.kit[0];
+      const cookies = r.teammate_cookies === null ? r.cookies : r.cookies + "/" + r.teammate_cookies;
+      return kits + "·" + cookies + (r.close_reason === "recovery" ? "ʳ" : "");
+    });
+    if (rounds.length) parts.push(label + ": " + rounds.join(" "));
+  }
+  return parts.join(" | ");
+}
+
+function actionButton(code, action, label) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.textContent = label;
+  button.addEventListener("click", () => act(code, action));
+  return button;
+}
+
+async function act(code, action) {
+  const note = window.prompt(action + " " + code + " — note (optional):", "");
+  if (note === null) return;
+  const body = new URLSearchParams({action, note, csrf_token: window.CONSOLE.csrf});
+  const reply = await fetch(window.CONSOLE.actionUrl + encodeURIComponent(code), {
+    method: "POST", body, headers: {"Accept": "application/json", "X-CSRF-Token": window.CONSOLE.csrf},
+  });
+  if (!reply.ok) window.alert(action + " failed: " + reply.status);
+}
+
+function actions(participant) {
+  const td = document.createElement("td");
+  td.className = "actions";
+  const code = participant.code;
+  if (participant.status === "active") td.append(actionButton(code, "pause", "Pause"));
+  if (participant.status === "paused") td.append(actionButton(code, "resume", "Resume"));
+  if (participant.status !== "aborted") td.append(actionButton(code, "abort", "Abort"));
+  td.append(actionButton(code, participant.flagged ? "unflag" : "flag", participant.flagged ? "Unflag" : "Flag"));
+  td.append(actionButton(code, "note", "Note"));
+  return td;
+}
+
+function row(participant) {
+  const tr = document.createElement("tr");
+  tr.className = participant.status + (participant.flagged ? " flagged" : "");
+  const current = participant.current;
+  const connected = participant.connections < 0 ? "?" : participant.connections > 0 ? "yes (" + participant.connections + ")" : "no";
+  const place = current ? (current.session === 0 ? "practice" : "S" + current.session) + " · " + current.number + "/" + current.of : "";
+  const cookies = current ? (current.teammate_cookies === null ? current.cookies : current.cookies + " / " + current.teammate_cookies) : "";
+  const status = participant.status + (participant.flagged ? " ⚑" : "") + (participant.note ? " — " + participant.note : "");
+  tr.append(cell(participant.code, "code"), cell(participant.step), cell(status),
+            cell(connected, participant.connections > 0 ? "online" : "offline"), cell(place),
+            cell(timeLeft(current), "left"), cell(cookies), cell(history(participant), "history"),
+            actions(participant));
+  return tr;
+}
+
+function draw() {
+  table.replaceChildren(...snapshot.participants.map(row));
+}
+
+function tick() {
+  const cells = table.querySelectorAll("td.left");
+  snapshot.participants.forEach((participant, index) => {
+    if (cells[index]) cells[index].textContent = timeLeft(participant.current);
+  });
+}
+
+const socket = io("/console", {transports: ["websocket", "polling"]});
+socket.on("connect", () => { status.textContent = "live"; });
+socket.on("disconnect", () => { status.textContent = "reconnecting…"; });
+socket.on("connect_error", () => { status.textContent = "not connected (log in again?)"; });
+socket.on("live", (next) => {
+  snapshot = next;
+  offset = next.now - Date.now() / 1000;
+  draw();
+});
+draw();
+setInterval(tick, 500);

@@ -1,0 +1,301 @@
+"""A simulated participant: reads each page's state as the browser does and answers it.
+
+Capabilities drive the cookie pace through ``study.decorator.Decorator`` (the model the
+agent teammate uses), preferences drive the theme ratings, and a behaviour says how the
+participant treats the connection: working steadily, idling, refreshing the page mid-round,
+or leaving for a while and coming back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from study.bots.client import AckLog, Connection, State
+from study.decorator import Decorator
+
+TERMINAL_STEPS = ("done", "declined", "withdrawn", "unmatched")
+ROUND_STEPS = ("practice", "session-1", "session-2")
+COOKIE_NAMES = ("squares", "letters")
+DEADLINE_MARGIN = 0.1  # a cookie this close to the deadline would arrive too late; skip it
+REFUSED_PAUSE = 0.5  # seconds a refused bot waits before it looks at its state again
+# Reference speeds (cookies/s) of the shipped protocols; a bot given the protocol uses its own.
+DEFAULT_REFERENCE_SPEED = (0.4, 0.15)
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """How a bot treats pages, rounds and its connection.
+
+    ``pace`` scales the decorator's speed, ``read_seconds`` is spent on every page,
+    ``idle`` makes no cookies, ``refresh_at`` (fraction of a round) reloads the page once a
+    round, ``away_seconds`` drops the connection mid-round for that long.
+    """
+
+    name: str
+    pace: float = 1.0
+    read_seconds: float = 0.0
+    idle: bool = False
+    refresh_at: float | None = None
+    away_seconds: float = 0.0
+
+
+BEHAVIOURS: dict[str, Behaviour] = {
+    "fast": Behaviour("fast", pace=1.0),
+    "slow": Behaviour("slow", pace=0.5, read_seconds=1.0),
+    "idle": Behaviour("idle", idle=True, read_seconds=2.0),
+    "refreshing": Behaviour("refreshing", refresh_at=0.4),
+    "disconnecting": Behaviour("disconnecting", refresh_at=0.3, away_seconds=3.0),
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Who the bot is: capability and preference per cookie type, a behaviour, a seed."""
+
+    capabilities: tuple[float, float] = (0.6, 0.6)
+    preferences: tuple[float, float] = (0.7, 0.3)
+    behaviour: Behaviour = BEHAVIOURS["fast"]
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class StudyFacts:
+    """What a bot needs from the protocol that the state does not carry: the reference
+    speeds that turn its capabilities into cookies per second."""
+
+    reference_speed: tuple[float, ...] = DEFAULT_REFERENCE_SPEED
+
+    @classmethod
+    def from_protocol(cls, protocol: Any) -> StudyFacts:
+        return cls(tuple(c.reference_speed for c in protocol.cookies))
+
+
+DEFAULT_FACTS = StudyFacts()
+
+
+@dataclass
+class Outcome:
+    """What happened to one bot, for summaries and checks."""
+
+    code: str
+    behaviour: str
+    final_step: str | None = None
+    rounds: int = 0
+    cookies: int = 0
+    reconnects: int = 0
+    error: str | None = None
+    seconds: float = 0.0
+    steps: list[str] = field(default_factory=list)
+
+
+class Bot:
+    """Drives one participant from the consent page to the end of the study."""
+
+    def __init__(self, base_url: str, code: str, profile: Profile, log: AckLog, *,
+                 facts: StudyFacts = DEFAULT_FACTS, patience: float = 60.0,
+                 stop: Callable[[], bool] = lambda: False) -> None:
+        self.connection = Connection(base_url, code, log)
+        self.profile = profile
+        self.facts = facts
+        self.patience = patience
+        self.stop = stop
+        self.rng = np.random.default_rng(profile.seed)
+        speed = tuple(s * profile.behaviour.pace for s in facts.reference_speed)
+        self.decorator = Decorator(profile.capabilities, speed)
+        self.outcome = Outcome(code, profile.behaviour.name)
+
+    def run(self, max_seconds: float = 3600.0) -> Outcome:
+        """Take part until a terminal step, ``stop()`` or ``max_seconds``; never raises."""
+        started = time.monotonic()
+        try:
+            state = self.connection.open(self.patience)
+            while (state["step"] not in TERMINAL_STEPS and not self.stop()
+                   and time.monotonic() - started < max_seconds):
+                self._note(state["step"])
+                state = self.act(state)
+        except Exception as error:  # a bot reports its failure; the swarm goes on
+            self.outcome.error = f"{type(error).__name__}: {error}"
+        finally:
+            self.connection.close()
+        state = self.connection.state or {}
+        self.outcome.final_step = state.get("step")
+        self.outcome.seconds = time.monotonic() - started
+        return self.outcome
+
+    def _note(self, step: str) -> None:
+        if not self.outcome.steps or self.outcome.steps[-1] != step:
+            self.outcome.steps.append(step)
+
+    # --- pages --------------------------------------------------------------------------
+
+    def act(self, state: State) -> State:
+        """One move on the current step; returns the state after it."""
+        step = state["step"]
+        if step in ROUND_STEPS:
+            return self.play_round(state)
+        time.sleep(self.profile.behaviour.read_seconds)
+        ack = self.connection.request("submit", {"step": step, "data": self.page_data(state)},
+                                      self.patience)
+        if not ack.get("ok"):
+            time.sleep(REFUSED_PAUSE)
+        return ack.get("state") or self.connection.state
+
+    def page_data(self, state: State) -> dict[str, Any]:
+        step, page = state["step"], state.get("page") or {}
+        if step == "consent":
+            return {"agree": True}
+        if step == "debrief":
+            return {"consent": True}
+        if step == "preferences":
+            return {"ratings": self.ratings(page)}
+        if step.startswith("questionnaire") or step == "post":
+            return {"answers": {item["id"]: self.answer(item) for item in page.get("items", [])}}
+        return {}
+
+    def ratings(self, page: dict[str, Any]) -> dict[str, int]:
+        """Theme ratings that measure back to the bot's preferences (MODEL.md's mapping);
+        the page says which cookie type carries each theme, themes on none get the middle."""
+        points = int((page.get("scale") or {}).get("points", 7))
+        ratings = {}
+        for theme in page.get("themes", []):
+            cookie = theme.get("cookie")
+            if cookie in COOKIE_NAMES:
+                preference = self.profile.preferences[COOKIE_NAMES.index(cookie)]
+                ratings[theme["id"]] = 1 + round((preference - 0.01) / 0.98 * (points - 1))
+            else:
+                ratings[theme["id"]] = (points + 1) // 2
+        return ratings
+
+    def answer(self, item: dict[str, Any]) -> Any:
+        kind = item.get("kind")
+        if kind == "likert":
+            return int(self.rng.integers(1, int(item.get("points", 7)) + 1))
+        if kind == "choice":
+            return str(self.rng.choice(item["options"]))
+        if kind == "number":
+            return float(item.get("min", 0))
+        return "A bot's answer."
+
+    # --- rounds -------------------------------------------------------------------------
+
+    def play_round(self, state: State) -> State:
+        """Start the next round, decorate until its deadline, wait for the server to close
+        it. A running round (after a refresh or a restart) is resumed, not restarted."""
+        current = state.get("round")
+        if not (current and current.get("running")):
+            number = _next_round(current)
+            if number is None:
+                self._await_step_change(state["step"])
+                return self.connection.state
+            ack = self.connection.request("start_round", {"round": number}, self.patience)
+            current = (ack.get("state") or {}).get("round")
+            if not ack.get("ok") or not (current and current.get("running")):
+                time.sleep(REFUSED_PAUSE)
+                return self.connection.state
+        self.outcome.rounds += 1
+        self.decorate(current)
+        self._await_close(current["id"], current["deadline"])
+        return self.connection.state
+
+    def decorate(self, current: dict[str, Any]) -> None:
+        """Finish cookies at the decorator's pace; refresh or leave once if the behaviour
+        says so. Cookie times are counted from the round's start at the server; a cookie
+        that fell due while the page was away is lost work, as it is for a person."""
+        behaviour = self.profile.behaviour
+        seconds = current["deadline"] - current["started_at"]
+        times = [] if behaviour.idle else self.decorator.cookie_times(
+            current["task_type"], seconds, self.rng)
+        interrupt = (None if behaviour.refresh_at is None
+                     else current["started_at"] + behaviour.refresh_at * seconds)
+        content = cookie_content(current["target"])
+        done = int(current.get("cookies", 0))
+        lost_until = 0.0
+        for at in [current["started_at"] + t for t in times][done:]:
+            if interrupt is not None and at > interrupt:
+                self._sleep_until(interrupt)
+                lost_until = self.interrupt()
+                interrupt = None
+            if at < lost_until:
+                continue
+            self._sleep_until(at)
+            if self.connection.server_now() >= current["deadline"] - DEADLINE_MARGIN \
+                    or self.stop():
+                return
+            ack = self.connection.request(
+                "cookie", {"round_id": current["id"], "content": content}, self.patience)
+            if ack.get("ok"):
+                self.outcome.cookies += 1
+        if interrupt is not None and interrupt < current["deadline"]:
+            self._sleep_until(interrupt)
+            self.interrupt()
+
+    def interrupt(self) -> float:
+        """Reload the page (refreshing) or go away for a while first (disconnecting);
+        returns the server time the page was back."""
+        self.connection.close()
+        time.sleep(self.profile.behaviour.away_seconds)
+        self.connection.open(self.patience)
+        self.outcome.reconnects += 1
+        return self.connection.server_now()
+
+    def _sleep_until(self, server_time: float) -> None:
+        while not self.stop():
+            left = server_time - self.connection.server_now()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.25))
+
+    def _await_close(self, round_id: int, deadline: float) -> None:
+        """Wait for the server to close the round; reconnect if the socket went away."""
+        def closed(state: State) -> bool:
+            current = state.get("round") or {}
+            return current.get("id") != round_id or not current.get("running")
+
+        give_up = time.monotonic() + max(0.0, deadline - self.connection.server_now()) \
+            + self.patience
+        while not self.stop() and time.monotonic() < give_up:
+            if self.connection.wait_for(closed, 0.5):
+                return
+            if not self.connection.connected:
+                self.connection.open(self.patience)
+                self.outcome.reconnects += 1
+        if not self.stop():
+            raise TimeoutError(f"round {round_id} was not closed by the server")
+
+    def _await_step_change(self, step: str) -> None:
+        if not self.connection.wait_for(lambda s: s["step"] != step, self.patience):
+            raise TimeoutError(f"step {step} did not move on after its last round")
+
+
+def _next_round(current: dict[str, Any] | None) -> int | None:
+    """The round to start next (the state's ``next``), or None when the step's last round
+    is over and the server is about to move on."""
+    if not current:
+        return 1
+    number = current.get("next")
+    return number if isinstance(number, int) and number <= current["of"] else None
+
+
+def cookie_content(target: dict[str, Any]) -> Any:
+    """A correct cookie, read from the target the server sent (as the page does)."""
+    if target["kind"] == "letters":
+        return target["letters"]
+    return list(target["cells"])
+
+
+def profile_for(index: int, behaviour: str, seed: int = 0) -> Profile:
+    """A varied but reproducible profile for bot ``index`` of a swarm."""
+    rng = np.random.default_rng([seed, index])
+    c = rng.uniform(0.3, 0.95, 2).round(2)
+    p = rng.uniform(0.05, 0.95, 2).round(2)
+    return Profile((float(c[0]), float(c[1])), (float(p[0]), float(p[1])),
+                   BEHAVIOURS[behaviour], seed=seed * 100_003 + index)
+
+
+def with_behaviour(profile: Profile, behaviour: str) -> Profile:
+    return replace(profile, behaviour=BEHAVIOURS[behaviour])

@@ -1,0 +1,86 @@
+"""``study bot``: simulated participants against a running server, for pilots and demos."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+from pathlib import Path
+
+from study.bots import BEHAVIOURS, StudyFacts, bot_codes, profile_for, run_swarm
+from study.model import InvalidInput
+
+LINK_CODE = re.compile(r"/p/([^/?#\s]+)")
+
+
+def register(subcommands: argparse._SubParsersAction) -> None:
+    parser = subcommands.add_parser(
+        "bot", help="run simulated participants against a running server",
+        description="Run N simulated participants concurrently against a study server, each "
+                    "going through the whole study over HTTP and Socket.IO as a browser "
+                    "would, then print a summary. Without --codes the bots enrol with fresh "
+                    "codes (the protocol must allow open enrolment).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("url", help="the server's base URL, e.g. http://127.0.0.1:5000")
+    parser.add_argument("--participants", type=int, default=1, help="bots to run at once")
+    parser.add_argument("--behaviour", default="fast",
+                        help="comma-separated behaviours, cycled over the bots: "
+                             + ", ".join(BEHAVIOURS))
+    parser.add_argument("--codes", type=Path,
+                        help="file with one participant code or link per line (from the "
+                             "console); its first N are used")
+    parser.add_argument("--protocol", type=Path,
+                        help="the served protocol file, for its reference speeds "
+                             "(default: those of the shipped protocols)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bots' profiles")
+    parser.add_argument("--max-seconds", type=float, default=3600.0,
+                        help="stop every bot after this long")
+    parser.add_argument("--stagger", type=float, default=0.05,
+                        help="seconds between starting two bots")
+    parser.set_defaults(handler=run)
+
+
+def behaviours_from(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in BEHAVIOURS]
+    if not names or unknown:
+        raise InvalidInput("--behaviour", text, f"choose from {', '.join(BEHAVIOURS)}")
+    return names
+
+
+def codes_from(path: Path, count: int) -> list[str]:
+    """Codes from a file of codes or participant links, one per line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise InvalidInput("--codes", str(path), f"cannot be read ({error.strerror})") from None
+    codes = []
+    for line in (line.strip() for line in lines):
+        if line and not line.startswith("#"):
+            match = LINK_CODE.search(line)
+            codes.append(match.group(1) if match else line)
+    if len(codes) < count:
+        raise InvalidInput("--codes", str(path), f"holds {len(codes)} codes, {count} needed")
+    return codes[:count]
+
+
+def facts_from(path: Path | None) -> StudyFacts:
+    if path is None:
+        return StudyFacts()
+    from study.protocol import load_protocol
+
+    return StudyFacts.from_protocol(load_protocol(path))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.participants < 1:
+        raise InvalidInput("--participants", args.participants, "must be at least 1")
+    names = behaviours_from(args.behaviour)
+    count = args.participants
+    codes = codes_from(args.codes, count) if args.codes else bot_codes(count)
+    behaviours = list(itertools.islice(itertools.cycle(names), count))
+    profiles = [profile_for(i, b, args.seed) for i, b in enumerate(behaviours)]
+    result = run_swarm(args.url, codes, profiles, facts=facts_from(args.protocol),
+                       max_seconds=args.max_seconds, stagger=args.stagger)
+    print(result.summary())
+    return 0 if all(o.error is None for o in result.outcomes) else 1

@@ -1,0 +1,64 @@
+"""One model of a cookie decorator, shared by the agent teammate and the bots.
+
+A participant's capability on a cookie type is measured as
+``clip(cookies per second / reference speed, 0.01, 0.99)``; a decorator with capability
+``c`` therefore works at ``c * reference speed`` cookies per second. Real people do not
+finish cookies like a metronome, so the time per cookie is drawn from a gamma distribution
+with that mean and a coefficient of variation of about a quarter, and the first cookie of a
+round carries a short warm-up (finding the kit, reading the target).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+LOWEST, HIGHEST = 0.01, 0.99
+
+
+def coefficient_from_speed(speed: float, reference_speed: float) -> float:
+    """Capability coefficient of a measured speed (cookies per second)."""
+    return float(np.clip(speed / reference_speed, LOWEST, HIGHEST))
+
+
+def speed_from_coefficient(coefficient: float, reference_speed: float) -> float:
+    """Cookies per second of a decorator with this capability: the inverse mapping."""
+    return float(coefficient) * reference_speed
+
+
+@dataclass(frozen=True)
+class Decorator:
+    """A decorator with a capability per cookie type and the protocol's reference speeds."""
+
+    capability: tuple[float, ...]
+    reference_speed: tuple[float, ...]
+    variation: float = 0.25
+    warm_up: float = 1.0
+
+    def speed(self, task_type: int) -> float:
+        return speed_from_coefficient(self.capability[task_type], self.reference_speed[task_type])
+
+    def cookie_times(self, task_type: int, seconds: float,
+                     rng: np.random.Generator) -> list[float]:
+        """When, in seconds since the round started, each cookie is finished within
+        ``seconds``. The mean time per cookie is ``1 / speed`` so the count over a round
+        measures back to the capability; the warm-up is taken out of the first cookie's
+        draw, not added, to keep that mean."""
+        mean = 1.0 / self.speed(task_type)
+        shape = 1.0 / self.variation ** 2
+        times, now = [], 0.0
+        while True:
+            duration = float(rng.gamma(shape, mean / shape))
+            if not times:
+                duration = max(duration, min(self.warm_up, mean))
+            now += duration
+            if now > seconds:
+                return times
+            times.append(now)
+
+
+def round_rng(*key: int) -> np.random.Generator:
+    """A generator seeded by integers (participant, session, round): the same round always
+    replays the same cookie times, also after a server restart."""
+    return np.random.default_rng([int(k) for k in key])

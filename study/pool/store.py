@@ -1,0 +1,159 @@
+"""Pool files: their metadata and the loaded ``Pool`` that the live study matches against."""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib import metadata as package_metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from study.model import InvalidInput
+from study.pool.match import Match, MemberIndex
+from study.pool.spec import POOL_FORMAT, PoolSpec, TeammateFilter
+from study.pool.teamtypes import TEAM_TYPES
+
+METADATA_KEY = b"study.pool"
+_VERSIONED = ("fair-teaming-study", "numpy", "scipy", "pyarrow", "pymdptoolbox")
+
+
+def _versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            versions[name] = package_metadata.version(name)
+        except package_metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def pool_metadata(spec: PoolSpec) -> dict[bytes, bytes]:
+    """What a pool file records so it can be traced and rebuilt: the spec (with its seed
+    and FEA bounds and their source), its digest, and the package versions."""
+    record = {
+        "format": POOL_FORMAT,
+        "name": spec.name,
+        "digest": spec.digest(),
+        "teams_digest": spec.teams_digest(),
+        "teams": spec.teams,
+        "seed": spec.seed,
+        "fea_bounds": None if spec.fea is None else {
+            "lo": spec.fea.lo, "hi": spec.fea.hi, "w": spec.fea.w, "source": spec.fea.source},
+        "spec": spec.to_dict(),
+        "versions": _versions(),
+    }
+    return {METADATA_KEY: json.dumps(record, sort_keys=True).encode()}
+
+
+def read_metadata(path: Path | str) -> dict[str, Any]:
+    """The pool record of a pool file; a clear error for anything else."""
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise InvalidInput("pool", str(path), f"cannot be read as Parquet ({error})") from None
+    raw = (schema.metadata or {}).get(METADATA_KEY)
+    if raw is None:
+        raise InvalidInput("pool", str(path), "is not a pool file (no pool metadata)")
+    record = json.loads(raw)
+    if record.get("format") != POOL_FORMAT:
+        raise InvalidInput("pool", str(path), f"has pool format {record.get('format')}; "
+                                              f"this version reads format {POOL_FORMAT}")
+    return record
+
+
+def spec_of(path: Path | str, record: dict[str, Any]) -> PoolSpec:
+    return PoolSpec.from_dict(record["spec"], name=record["name"], where=f"{path} metadata")
+
+
+def coefficients_of(table: pa.Table, humans: int, types: int) -> tuple[np.ndarray, np.ndarray]:
+    """``c, p [B, h, n]`` from a table's ``c_<i>_<j>`` and ``p_<i>_<j>`` columns."""
+    arrays = []
+    for kind in ("c", "p"):
+        columns = [table.column(f"{kind}_{i}_{j}").to_numpy()
+                   for i in range(humans) for j in range(types)]
+        arrays.append(np.stack(columns, axis=1).reshape(len(table), humans, types))
+    return arrays[0], arrays[1]
+
+
+def team_type_codes_of(column: pa.ChunkedArray) -> np.ndarray:
+    """``[B]`` indices into ``TEAM_TYPES`` from the dictionary-encoded ``team_type``."""
+    parts = []
+    for chunk in column.chunks:
+        remap = np.array([TEAM_TYPES.index(name) for name in chunk.dictionary.to_pylist()],
+                         dtype=np.int8)
+        parts.append(remap[chunk.indices.to_numpy(zero_copy_only=False)])
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int8)
+
+
+@dataclass
+class Pool:
+    """A loaded pool: its table, its spec, and member indexes per teammate filter."""
+
+    path: Path
+    spec: PoolSpec
+    record: dict[str, Any]
+    table: pa.Table
+    _indexes: dict[TeammateFilter, MemberIndex] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, path: Path | str) -> Pool:
+        """Read the file once and index the members the spec's teammate filter allows."""
+        path = Path(path)
+        record = read_metadata(path)
+        pool = cls(path, spec_of(path, record), record, pq.read_table(path))
+        if pool.spec.humans == 2:
+            pool.index(pool.spec.teammate)
+        return pool
+
+    @property
+    def teams(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def fea_bounds(self) -> tuple[float, float] | None:
+        """The ``(lo, hi)`` the pool's FEA columns were computed with (None without FEA)."""
+        bounds = self.record["fea_bounds"]
+        return None if bounds is None else (bounds["lo"], bounds["hi"])
+
+    def column(self, name: str) -> np.ndarray:
+        if name not in self.table.column_names:
+            raise InvalidInput("column", name, f"is not in pool {self.path}")
+        return self.table.column(name).to_numpy()
+
+    @cached_property
+    def coefficients(self) -> tuple[np.ndarray, np.ndarray]:
+        """``c, p [B, h, n]`` of every team."""
+        return coefficients_of(self.table, self.spec.humans, self.spec.task_types)
+
+    @cached_property
+    def team_types(self) -> np.ndarray:
+        return team_type_codes_of(self.table.column("team_type"))
+
+    def eligible(self, teammate: TeammateFilter | None = None) -> np.ndarray:
+        """``[B]`` booleans: the teams the filter (default: the spec's) admits."""
+        criteria = (teammate or self.spec.teammate).criteria
+        c, p = self.coefficients
+        gaps = self.column("fair_gap") if criteria.needs_fair_gap else None
+        return criteria.mask(c, p, self.team_types, gaps)
+
+    def index(self, teammate: TeammateFilter) -> MemberIndex:
+        """The member index of one filter, built on first use and kept."""
+        if teammate not in self._indexes:
+            if self.spec.humans != 2:
+                raise InvalidInput("pool", str(self.path),
+                                   "teammate matching is defined for two-human teams")
+            c, p = self.coefficients
+            self._indexes[teammate] = MemberIndex(
+                c, p, self.eligible(teammate), self.column("most_capable_human"),
+                teammate.role, teammate.describe(), str(self.path))
+        return self._indexes[teammate]
+
+    def match(self, c: object, p: object, filter: TeammateFilter | None = None) -> Match:
+        """The agent teammate for a participant with coefficients ``c, p`` (``[n]`` each)."""
+        return self.index(filter or self.spec.teammate).query(c, p)

@@ -1,0 +1,53 @@
+"""The Flask application of the browser study: ``create_app(config)``.
+
+Config keys: ``PROTOCOL`` (path, required), ``DATABASE`` (default ``var/<name>.sqlite``),
+``TEAMMATES`` (a teammate source; default: the protocol's pool, built on first use under
+``POOL_DIR``), ``CLOCK`` (a function returning epoch seconds; tests inject one),
+``SCHEDULER`` (start the round scheduler thread, default True), ``EXPERIMENTER_KEY``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+from flask_socketio import SocketIO
+
+from study.protocol import load_protocol
+from study.storage import Storage
+from study.web import experimenter, participant, sockets
+from study.web.journey import Journey
+from study.web.scheduler import Scheduler
+from study.web.teammate import PoolTeammates
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def create_app(config: dict[str, Any]) -> Flask:
+    """The app with its journey in ``app.extensions["study"]`` and Socket.IO in
+    ``app.extensions["socketio"]``; rounds overdue in the database are closed first."""
+    protocol = load_protocol(config["PROTOCOL"])
+    app = Flask(__name__, template_folder=str(ROOT / "templates"),
+                static_folder=str(ROOT / "static"))
+    app.config.update(SECRET_KEY=secrets.token_hex(16),
+                      EXPERIMENTER_KEY=secrets.token_urlsafe(12), SCHEDULER=True)
+    app.config.update(config)
+    storage = Storage(config.get("DATABASE") or Path("var") / f"{protocol.name}.sqlite")
+    teammates = config.get("TEAMMATES") or PoolTeammates.for_protocol(
+        protocol, Path(config.get("POOL_DIR", "var/pools")))
+    socketio = SocketIO(app, async_mode="threading")
+    journey = Journey(protocol, storage, teammates, config.get("CLOCK", time.time),
+                      lambda code, event, payload: socketio.emit(event, payload, to=code))
+    app.extensions["study"] = journey
+    sockets.register(socketio, journey)
+    app.register_blueprint(participant.blueprint)
+    app.register_blueprint(experimenter.blueprint)
+    journey.recover()
+    if app.config["SCHEDULER"]:
+        scheduler = Scheduler(journey)
+        app.extensions["scheduler"] = scheduler
+        scheduler.start()
+    return app

@@ -1,0 +1,49 @@
+"""Counterbalancing the order of conditions across participants.
+
+A plain alternation by enrolment count drifts: people who decline, withdraw or are aborted
+still take their turn. Like psiTurk's condition counts, the balance here counts everyone who
+holds an order and may still contribute data (links handed out, people in progress, people
+finished) and leaves out those who never will.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# Participants in these steps will never contribute data to their order.
+LOST_STEPS = ("declined", "withdrawn", "unmatched")
+# Console statuses (see study.web.console) that take a participant out of the study.
+LOST_STATUSES = ("aborted",)
+
+
+def orders(condition_ids: list[str], mode: str) -> list[list[str]]:
+    """The orders in rotation: the listed one and its reverse, or just the listed one."""
+    return [condition_ids] if mode == "fixed" else [condition_ids, condition_ids[::-1]]
+
+
+def order_counts(storage: Any, candidates: list[list[str]]) -> list[int]:
+    """How many participants who may still contribute data hold each candidate order."""
+    rows = storage.all(
+        "SELECT condition_order FROM participants p WHERE condition_order IS NOT NULL "
+        f"AND step NOT IN ({', '.join('?' * len(LOST_STEPS))}) "
+        + _not_aborted_clause(storage), LOST_STEPS)
+    held = [json.loads(row["condition_order"]) for row in rows]
+    return [sum(1 for order in held if order == candidate) for candidate in candidates]
+
+
+def _not_aborted_clause(storage: Any) -> str:
+    """Leave out participants the experimenter aborted (the console's table, if present)."""
+    if "console_status" not in storage.db.table_names():
+        return ""
+    statuses = ", ".join(f"'{status}'" for status in LOST_STATUSES)
+    return ("AND NOT EXISTS (SELECT 1 FROM console_status s WHERE s.participant_id = p.id "
+            f"AND s.status IN ({statuses}))")
+
+
+def balanced_order(storage: Any, protocol: Any) -> list[str]:
+    """The order held by the fewest participants who may still contribute (ties: listed
+    order first), so abandoned and declined participants free their slot."""
+    candidates = orders([c.id for c in protocol.conditions], protocol.condition_order)
+    counts = order_counts(storage, candidates)
+    return candidates[counts.index(min(counts))]

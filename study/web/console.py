@@ -1,0 +1,284 @@
+"""The experimenter console at ``/console``: links, a live view, holds, the action log and
+the data download.
+
+Mount it with ``init_app(app)`` after ``create_app``: it registers the blueprint and the
+``/console`` Socket.IO namespace, records the protocol and pool the server runs under (for
+exports), and starts a pusher that sends the live snapshot to logged-in consoles whenever it
+changes. Every experimenter action is logged in ``console_actions``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from flask import (
+    Blueprint,
+    Flask,
+    Response,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask_socketio import SocketIO, disconnect
+
+from study.export import build_export, record_server_run, zip_export
+from study.web import auth, holds, live
+
+blueprint = Blueprint("console", __name__, url_prefix="/console")
+NAMESPACE = "/console"
+MAX_LINKS = 500
+PUSH_INTERVAL = 0.5  # seconds between checks for a changed snapshot
+
+
+def study() -> Any:
+    """The running journey (``study.web.journey.Journey``)."""
+    return current_app.extensions["study"]
+
+
+def _now() -> float:
+    return study().clock()
+
+
+def _address() -> str:
+    return request.remote_addr or "?"
+
+
+def _log(action: str, note: str = "", **detail: Any) -> None:
+    holds.log_action(study().storage, action, note, _address(), _now(), detail)
+
+
+# --- logging in ------------------------------------------------------------------------
+
+
+@blueprint.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    if auth.demo_mode():
+        return redirect(url_for("console.index"))
+    error = None
+    if request.method == "POST":
+        auth.check_csrf()
+        throttle: auth.LoginThrottle = current_app.extensions["console_throttle"]
+        if not throttle.allowed(_address()):
+            abort(429, description="too many failed logins; wait a minute")
+        if auth.log_in(request.form.get("password", "")):
+            _log("login")
+            target = request.args.get("next", "")
+            return redirect(target if target.startswith("/console") else url_for(
+                "console.index"))
+        throttle.failed(_address())
+        _log("login-failed")
+        error = "Wrong password."
+    return render_template("console/login.html", error=error, csrf=auth.csrf_token(),
+                           protocol=study().protocol), 200 if error is None else 403
+
+
+@blueprint.post("/logout")
+@auth.console_required
+def logout() -> Any:
+    _log("logout")
+    auth.log_out()
+    return redirect(url_for("console.login"))
+
+
+# --- the live view ---------------------------------------------------------------------
+
+
+def connection_counts(app: Flask) -> Counter[str]:
+    """Live socket connections per participant code, from the participant sockets."""
+    connections = app.extensions.get("connections")
+    if connections is None:
+        return Counter()
+    with connections.lock:
+        return Counter(connections.codes.values())
+
+
+def current_snapshot(app: Flask) -> dict[str, Any]:
+    journey = app.extensions["study"]
+    counts = connection_counts(app)
+    tracked = "connections" in app.extensions
+    return live.snapshot(journey.storage, journey.clock(),
+                         lambda code: counts[code] if tracked else -1)
+
+
+@blueprint.get("/")
+@auth.console_required
+def index() -> str:
+    return render_template("console/index.html", protocol=study().protocol,
+                           demo=auth.demo_mode(), csrf=auth.csrf_token(),
+                           snapshot=current_snapshot(current_app),
+                           created=_created_links())
+
+
+@blueprint.get("/live.json")
+@auth.console_required
+def live_json() -> Response:
+    return current_app.json.response(current_snapshot(current_app))
+
+
+# --- links -----------------------------------------------------------------------------
+
+
+def _link(code: str) -> str:
+    return url_for("participant.page", code=code, _external=True)
+
+
+def _created_links() -> list[str]:
+    codes = request.args.get("created", "")
+    return [_link(code) for code in codes.split(",") if code][:MAX_LINKS]
+
+
+@blueprint.post("/links")
+@auth.console_required
+def create_links() -> Any:
+    """Create participant links; each gets the order of conditions that is least held."""
+    try:
+        count = int(request.form.get("count", "1"))
+    except ValueError:
+        abort(400, description="count must be a whole number")
+    if not 1 <= count <= MAX_LINKS:
+        abort(400, description=f"create between 1 and {MAX_LINKS} links at a time")
+    participants = [study().enrol() for _ in range(count)]
+    codes = [p["code"] for p in participants]
+    _log("create-links", request.form.get("note", ""), codes=codes,
+         orders=[json.loads(p["condition_order"]) for p in participants])
+    return redirect(url_for("console.index", created=",".join(codes)))
+
+
+@blueprint.post("/links.txt")
+@auth.console_required
+def links_text() -> Response:
+    """The links just created, as a text file (one per line) for `study bot --codes`."""
+    codes = [c for c in request.form.get("codes", "").split(",") if c][:MAX_LINKS]
+    known = [c for c in codes if study().storage.participant(c) is not None]
+    body = "".join(f"{_link(code)}\n" for code in known)
+    return Response(body, mimetype="text/plain",
+                    headers={"Content-Disposition": "attachment; filename=links.txt"})
+
+
+# --- holds -----------------------------------------------------------------------------
+
+
+@blueprint.post("/participants/<code>")
+@auth.console_required
+def participant_action(code: str) -> Any:
+    """Pause, resume, abort, flag, unflag or annotate one participant, with a note."""
+    participant = study().storage.participant(code)
+    if participant is None:
+        abort(404)
+    action = request.form.get("action", "")
+    try:
+        holds.apply_action(study().storage, participant, action,
+                           request.form.get("note", ""), _address(), _now())
+    except ValueError as error:
+        abort(400, description=str(error))
+    if request.accept_mimetypes.best == "application/json":
+        return {"ok": True}
+    flash(f"{action}: {code}")
+    return redirect(url_for("console.index"))
+
+
+@blueprint.get("/log")
+@auth.console_required
+def action_log() -> str:
+    rows = study().storage.all("SELECT * FROM console_actions ORDER BY id DESC LIMIT 1000")
+    return render_template("console/log.html", protocol=study().protocol, rows=rows,
+                           demo=auth.demo_mode(), csrf=auth.csrf_token())
+
+
+# --- data ------------------------------------------------------------------------------
+
+
+@blueprint.get("/export.zip")
+@auth.console_required
+def export_zip() -> Response:
+    """The same files as ``study export``, as one zip."""
+    storage = study().storage
+    export = build_export(storage.path)
+    _log("export", rows=export.rows)
+    name = f"{study().protocol.name}-export-{time.strftime('%Y%m%d-%H%M%S')}.zip"
+    return Response(zip_export(export), mimetype="application/zip",
+                    headers={"Content-Disposition": f"attachment; filename={name}"})
+
+
+# --- live pushes -----------------------------------------------------------------------
+
+
+class Pusher:
+    """Sends the snapshot to the ``/console`` namespace when it changed (thread)."""
+
+    def __init__(self, app: Flask, socketio: SocketIO, interval: float = PUSH_INTERVAL) -> None:
+        self.app = app
+        self.socketio = socketio
+        self.interval = interval
+        self.viewers = 0
+        self.last: str | None = None
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.run, name="console-pusher", daemon=True)
+
+    def watch(self, delta: int) -> None:
+        with self.lock:
+            self.viewers = max(0, self.viewers + delta)
+            if delta > 0:
+                self.last = None  # a new viewer gets the next snapshot even if unchanged
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            if self.viewers:
+                self.push()
+
+    def push(self) -> None:
+        snapshot = current_snapshot(self.app)
+        text = json.dumps({**snapshot, "now": None}, sort_keys=True)
+        if text != self.last:
+            self.last = text
+            self.socketio.emit("live", snapshot, namespace=NAMESPACE)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def register_namespace(socketio: SocketIO, pusher: Pusher) -> None:
+    """``/console`` admits logged-in experimenters only; participants are disconnected."""
+
+    @socketio.on("connect", namespace=NAMESPACE)
+    def on_connect(*_: Any) -> bool:
+        if not auth.logged_in():
+            return False
+        pusher.watch(+1)
+        return True
+
+    @socketio.on("disconnect", namespace=NAMESPACE)
+    def on_disconnect(*_: Any) -> None:
+        pusher.watch(-1)
+
+    @socketio.on("refresh", namespace=NAMESPACE)
+    def on_refresh(*_: Any) -> Any:
+        if not auth.logged_in():
+            disconnect()
+            return None
+        return current_snapshot(current_app)
+
+
+def init_app(app: Flask) -> None:
+    """Mount the console on a study app and record what the server runs under."""
+    journey = app.extensions["study"]
+    socketio: SocketIO = app.extensions["socketio"]
+    holds.ensure_tables(journey.storage)
+    record_server_run(journey.storage, Path(journey.protocol.path), journey.protocol.name,
+                      getattr(journey.teammates, "name", None), journey.clock())
+    app.extensions["console_throttle"] = auth.LoginThrottle()
+    app.register_blueprint(blueprint)
+    pusher = Pusher(app, socketio)
+    app.extensions["console_pusher"] = pusher
+    register_namespace(socketio, pusher)
+    pusher.thread.start()

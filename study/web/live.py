@@ -1,0 +1,100 @@
+"""The experimenter's live view: every participant's place in the study, read from SQLite.
+
+One snapshot is a handful of queries over the whole study (not per participant), cheap
+enough to rebuild several times a second for a hundred participants; the console pushes it
+only when it changed. Time left is sent as the deadline plus the server clock, so browsers
+count down without new snapshots.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+
+def snapshot(storage: Any, now: float, connected: Callable[[str], int]) -> dict[str, Any]:
+    """``{"now", "participants": [...]}`` with one entry per participant, newest last."""
+    participants = storage.all("SELECT * FROM participants ORDER BY id")
+    sessions = _sessions_by_participant(storage)
+    rounds = _rounds_by_session(storage)
+    allocations = _kits_by_round(storage)
+    statuses = _statuses(storage)
+    rows = []
+    for participant in participants:
+        status = statuses.get(participant["id"], DEFAULT_STATUS)
+        rows.append({
+            "code": participant["code"], "step": participant["step"],
+            "created_at": participant["created_at"],
+            "condition_order": json.loads(participant["condition_order"] or "null"),
+            "status": status["status"], "flagged": bool(status["flagged"]),
+            "note": status.get("note"), "connections": connected(participant["code"]),
+            "sessions": [_session_view(s, rounds.get(s["id"], []), allocations)
+                         for s in sessions.get(participant["id"], [])],
+        })
+    for row in rows:
+        row["current"] = _current_round(row["sessions"])
+    return {"now": now, "participants": rows}
+
+
+DEFAULT_STATUS = {"status": "active", "flagged": 0, "note": None}
+
+
+def _statuses(storage: Any) -> dict[int, dict[str, Any]]:
+    if "console_status" not in storage.db.table_names():
+        return {}
+    return {row["participant_id"]: row for row in storage.all("SELECT * FROM console_status")}
+
+
+def _sessions_by_participant(storage: Any) -> dict[int, list[dict[str, Any]]]:
+    grouped: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in storage.all("SELECT id, participant_id, number, kind, condition, robot, "
+                           "rounds FROM sessions ORDER BY participant_id, number"):
+        grouped[row["participant_id"]].append(row)
+    return grouped
+
+
+def _rounds_by_session(storage: Any) -> dict[int, list[dict[str, Any]]]:
+    grouped: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in storage.all("SELECT id, session_id, number, task_name, teammate_task_type, "
+                           "started_at, deadline, closed_at, close_reason, "
+                           "participant_cookies, teammate_cookies FROM rounds "
+                           "ORDER BY session_id, number"):
+        grouped[row["session_id"]].append(row)
+    return grouped
+
+
+def _kits_by_round(storage: Any) -> dict[int, dict[str, str]]:
+    """Round id -> {role: kit name} the robot handed out."""
+    kits: dict[int, dict[str, str]] = defaultdict(dict)
+    for row in storage.all("SELECT round_id, role, task_name FROM allocations"):
+        kits[row["round_id"]][row["role"]] = row["task_name"]
+    return kits
+
+
+def _session_view(session: dict[str, Any], rounds: list[dict[str, Any]],
+                  kits: dict[int, dict[str, str]]) -> dict[str, Any]:
+    return {
+        "number": session["number"], "kind": session["kind"],
+        "condition": session["condition"], "robot": session["robot"],
+        "of": session["rounds"],
+        "rounds": [{
+            "number": r["number"], "running": r["closed_at"] is None,
+            "started_at": r["started_at"], "deadline": r["deadline"],
+            "close_reason": r["close_reason"],
+            "kit": r["task_name"], "teammate_kit": kits.get(r["id"], {}).get("teammate"),
+            "cookies": r["participant_cookies"],
+            "teammate_cookies": (r["teammate_cookies"] if r["teammate_task_type"] is not None
+                                 else None),
+        } for r in rounds],
+    }
+
+
+def _current_round(sessions: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The running round, if any, with its session number."""
+    for session in sessions:
+        for row in session["rounds"]:
+            if row["running"]:
+                return {"session": session["number"], "of": session["of"], **row}
+    return None

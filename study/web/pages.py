@@ -1,0 +1,141 @@
+"""What each step shows: the protocol's texts, ready for the browser, and answer checks.
+
+Templates stay generic: every word a participant reads comes from the protocol through
+these functions, with robot names filled in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from study.protocol import Item, Protocol, Questionnaire, Scale
+from study.web.rejections import Rejected
+
+STEPS = ("consent", "themes", "preferences", "practice", "teammate", "intro-1", "session-1",
+         "questionnaire-1", "intro-2", "session-2", "questionnaire-2", "post", "debrief",
+         "done")
+TERMINAL = ("done", "declined", "withdrawn", "unmatched")
+ROUND_STEPS = {"practice": 0, "session-1": 1, "session-2": 2}
+
+
+def session_number(step: str) -> int | None:
+    """1 or 2 for the steps that belong to a collaborative session, else None."""
+    return int(step[-1]) if step[-1] in "12" and "-" in step else None
+
+
+def fill(protocol: Protocol, text: str, robot: str | None) -> str:
+    text = protocol.fill_robots(text)
+    return text.replace("{robot}", robot) if robot else text
+
+
+def scale_json(protocol: Protocol, scale: Scale) -> dict[str, Any]:
+    return {"points": scale.points, "anchors": [protocol.fill_robots(a) for a in scale.anchors]}
+
+
+def item_json(protocol: Protocol, item: Item, robot: str | None) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": item.id, "label": item.label, "kind": item.kind,
+                           "text": fill(protocol, item.text, robot), "required": item.required}
+    if item.scale is not None:
+        row.update(scale_json(protocol, item.scale))
+    if item.options:
+        row["options"] = [fill(protocol, option, robot) for option in item.options]
+    if item.kind == "number":
+        row.update(min=item.minimum, max=item.maximum)
+    if item.kind == "text":
+        row["max_length"] = item.max_length
+    return row
+
+
+def questionnaire_of(protocol: Protocol, step: str) -> Questionnaire:
+    return protocol.post_questionnaire if step == "post" else protocol.session_questionnaire
+
+
+def page(protocol: Protocol, step: str, robot: str | None,
+         transparency: str = "") -> dict[str, Any]:
+    """The step's page: titles, texts and, where needed, themes, scales, items or the
+    robot's transparency text (on its introduction)."""
+    if step == "preferences":
+        return {"title": protocol.preference_title, "prompt": protocol.preference_prompt,
+                "scale": scale_json(protocol, protocol.preference_scale),
+                "themes": themes_json(protocol)}
+    if step.startswith("questionnaire") or step == "post":
+        questionnaire = questionnaire_of(protocol, step)
+        return {"title": fill(protocol, questionnaire.title, robot),
+                "text": fill(protocol, questionnaire.text, robot),
+                "items": [item_json(protocol, item, robot) for item in questionnaire.items]}
+    name = step.split("-")[0] if session_number(step) else step
+    text = protocol.pages[name]
+    result = {"title": fill(protocol, text.title, robot), "text": fill(protocol, text.text, robot)}
+    if step == "themes":
+        result["themes"] = themes_json(protocol)
+    if robot:
+        result["robot"] = robot
+    if step.startswith("intro"):
+        result["transparency"] = transparency
+    return result
+
+
+def themes_json(protocol: Protocol) -> list[dict[str, Any]]:
+    cookie_of = {c.theme: c.name for c in protocol.cookies}
+    return [{"id": t.id, "name": t.name, "text": t.text, "initials": t.initials,
+             "description": t.description, "colour": t.colour, "cookie": cookie_of.get(t.id)}
+            for t in protocol.themes]
+
+
+def check_ratings(protocol: Protocol, data: dict[str, Any]) -> dict[str, int]:
+    """Every theme rated on the preference scale, nothing else."""
+    ratings = data.get("ratings")
+    if not isinstance(ratings, dict):
+        raise Rejected("malformed", "data.ratings must be an object")
+    ids = {t.id for t in protocol.themes}
+    if set(ratings) != ids:
+        raise Rejected("invalid-answer", f"rate exactly the themes {sorted(ids)}")
+    for theme, value in ratings.items():
+        if not _is_whole(value) or not 1 <= value <= protocol.preference_scale.points:
+            raise Rejected("invalid-answer", f"rating of {theme} must be 1..points")
+    return ratings
+
+
+def check_answers(protocol: Protocol, step: str, data: dict[str, Any],
+                  robot: str | None) -> list[tuple[Item, float | None, str | None]]:
+    """Each item's answer as (item, number, text), checked against its kind and scale."""
+    answers = data.get("answers")
+    if not isinstance(answers, dict):
+        raise Rejected("malformed", "data.answers must be an object")
+    items = questionnaire_of(protocol, step).items
+    unknown = set(answers) - {item.id for item in items}
+    if unknown:
+        raise Rejected("invalid-answer", f"unknown items {sorted(unknown)}")
+    return [(item, *_check_item(protocol, item, answers.get(item.id), robot)) for item in items]
+
+
+def _check_item(protocol: Protocol, item: Item, value: Any,
+                robot: str | None) -> tuple[float | None, str | None]:
+    if value is None or value == "":
+        if item.required:
+            raise Rejected("invalid-answer", f"{item.id} is required")
+        return None, None
+    if item.kind == "likert":
+        if not _is_whole(value) or not 1 <= value <= item.scale.points:  # type: ignore[union-attr]
+            raise Rejected("invalid-answer", f"{item.id} must be a whole number on the scale")
+        return float(value), None
+    if item.kind == "choice":
+        options = [fill(protocol, option, robot) for option in item.options]
+        if value not in options:
+            raise Rejected("invalid-answer", f"{item.id} must be one of {options}")
+        return None, value
+    if item.kind == "number":
+        if (not isinstance(value, int | float) or isinstance(value, bool)
+                or not item.minimum <= value <= item.maximum):  # type: ignore[operator]
+            raise Rejected("invalid-answer", f"{item.id} must be a number in range")
+        return float(value), None
+    if not isinstance(value, str) or len(value) > item.max_length:
+        raise Rejected("invalid-answer", f"{item.id} must be a text of at most "
+                                         f"{item.max_length} characters")
+    if item.required and not value.strip():
+        raise Rejected("invalid-answer", f"{item.id} is required")
+    return None, value
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,51 @@
+"""Round helpers: the cookie a round asks for, the robot's next kits, the teammate's pace.
+
+Everything here is derived from stored rows, never from memory of earlier calls, so a
+restarted server continues exactly where the database says the study is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from study.decorator import Decorator, round_rng
+from study.protocol import TASK_NAMES, Protocol
+from study.solver import Policy
+from study.web.targets import letters_target, squares_target
+
+
+def target(protocol: Protocol, task_type: int) -> dict[str, Any]:
+    """The finished cookie of a task type, decorated with the theme assigned to it."""
+    theme = protocol.theme_of(task_type)
+    if TASK_NAMES[task_type] == "letters":
+        return {**letters_target(theme.text), "theme": theme.id, "colour": theme.colour}
+    return {**squares_target(theme.initials), "theme": theme.id, "colour": theme.colour}
+
+
+def held_before(allocations: list[dict[str, Any]], humans: int, types: int) -> np.ndarray:
+    """``[h, n]`` kits each human holds, from the stored allocation rows."""
+    held = np.zeros((humans, types), dtype=int)
+    for row in allocations:
+        held[row["human"], row["task_type"]] += 1
+    return held
+
+
+def next_kits(policy: Policy, held: np.ndarray) -> tuple[int, ...]:
+    """The kit type per human the robot delivers next: the policy asked about the state."""
+    return policy.action(held)
+
+
+def teammate_decorator(protocol: Protocol, teammate: dict[str, Any]) -> Decorator:
+    return Decorator(capability=(teammate["c_squares"], teammate["c_letters"]),
+                     reference_speed=tuple(c.reference_speed for c in protocol.cookies))
+
+
+def teammate_times(protocol: Protocol, teammate: dict[str, Any], round_row: dict[str, Any],
+                   session_number: int) -> list[float]:
+    """Seconds into the round at which the agent teammate finishes each cookie; seeded by
+    participant, session and round so it replays identically after a restart."""
+    rng = round_rng(round_row["participant_id"], session_number, round_row["number"])
+    return teammate_decorator(protocol, teammate).cookie_times(
+        round_row["teammate_task_type"], round_row["seconds"], rng)

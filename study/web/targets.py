@@ -1,0 +1,78 @@
+"""What a finished cookie must look like, so the server can check it before counting it.
+
+Letters cookies spell the theme's text with whole letters; squares cookies draw the theme's
+initials box by box on a grid, from a small built-in 3x5 pixel font.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+GLYPH_ROWS, GLYPH_COLS = 5, 3
+FONT: dict[str, tuple[str, ...]] = {
+    "A": ("###", "#.#", "###", "#.#", "#.#"), "B": ("##.", "#.#", "##.", "#.#", "##."),
+    "C": ("###", "#..", "#..", "#..", "###"), "D": ("##.", "#.#", "#.#", "#.#", "##."),
+    "E": ("###", "#..", "##.", "#..", "###"), "F": ("###", "#..", "##.", "#..", "#.."),
+    "G": ("###", "#..", "#.#", "#.#", "###"), "H": ("#.#", "#.#", "###", "#.#", "#.#"),
+    "I": ("###", ".#.", ".#.", ".#.", "###"), "J": ("..#", "..#", "..#", "#.#", "###"),
+    "K": ("#.#", "#.#", "##.", "#.#", "#.#"), "L": ("#..", "#..", "#..", "#..", "###"),
+    "M": ("#.#", "###", "###", "#.#", "#.#"), "N": ("##.", "#.#", "#.#", "#.#", "#.#"),
+    "O": ("###", "#.#", "#.#", "#.#", "###"), "P": ("###", "#.#", "###", "#..", "#.."),
+    "Q": ("###", "#.#", "#.#", "###", "..#"), "R": ("##.", "#.#", "##.", "#.#", "#.#"),
+    "S": ("###", "#..", "###", "..#", "###"), "T": ("###", ".#.", ".#.", ".#.", ".#."),
+    "U": ("#.#", "#.#", "#.#", "#.#", "###"), "V": ("#.#", "#.#", "#.#", "#.#", ".#."),
+    "W": ("#.#", "#.#", "###", "###", "#.#"), "X": ("#.#", "#.#", ".#.", "#.#", "#.#"),
+    "Y": ("#.#", "#.#", ".#.", ".#.", ".#."), "Z": ("###", "..#", ".#.", "#..", "###"),
+    "0": ("###", "#.#", "#.#", "#.#", "###"), "1": (".#.", "##.", ".#.", ".#.", "###"),
+    "2": ("###", "..#", "###", "#..", "###"), "3": ("###", "..#", ".##", "..#", "###"),
+    "4": ("#.#", "#.#", "###", "..#", "..#"), "5": ("###", "#..", "###", "..#", "###"),
+    "6": ("###", "#..", "###", "#.#", "###"), "7": ("###", "..#", "..#", ".#.", ".#."),
+    "8": ("###", "#.#", "###", "#.#", "###"), "9": ("###", "#.#", "###", "..#", "###"),
+    "!": (".#.", ".#.", ".#.", "...", ".#."),
+}
+DISTRACTORS = "BDHKMUWY"
+
+
+def letters_of(text: str) -> str:
+    """The letters a letters cookie needs: letters and digits of the text, upper case."""
+    return re.sub(r"[^A-Z0-9]", "", text.upper())
+
+
+def squares_grid(initials: str) -> tuple[int, int, list[int]]:
+    """Rows, columns and the filled boxes (``row * cols + col``) drawing the initials, one
+    blank column between letters."""
+    cols = len(initials) * (GLYPH_COLS + 1) - 1
+    cells = []
+    for index, char in enumerate(initials.upper()):
+        for row, line in enumerate(FONT[char]):
+            cells.extend(row * cols + index * (GLYPH_COLS + 1) + col
+                         for col, mark in enumerate(line) if mark == "#")
+    return GLYPH_ROWS, cols, sorted(cells)
+
+
+def letters_target(text: str) -> dict[str, Any]:
+    """The letters cookie as the browser shows it: the text, its letters and the tray of
+    letter tiles (every letter needed once, plus a few that are not)."""
+    letters = letters_of(text)
+    extra = [c for c in DISTRACTORS if c not in letters][:3]
+    return {"kind": "letters", "text": text.upper(), "letters": letters,
+            "tray": sorted(set(letters) | set(extra))}
+
+
+def squares_target(initials: str) -> dict[str, Any]:
+    rows, cols, cells = squares_grid(initials)
+    return {"kind": "squares", "text": initials.upper(), "rows": rows, "cols": cols,
+            "cells": cells}
+
+
+def matches(target: dict[str, Any], content: Any) -> bool:
+    """Whether submitted content is a correctly finished cookie of ``target``."""
+    if target["kind"] == "letters":
+        return (isinstance(content, str) and len(content) <= 64
+                and re.sub(r"\s", "", content.upper()) == target["letters"])
+    if not isinstance(content, list) or len(content) > target["rows"] * target["cols"]:
+        return False
+    if not all(isinstance(cell, int) and not isinstance(cell, bool) for cell in content):
+        return False
+    return len(content) == len(set(content)) and sorted(content) == target["cells"]

@@ -1,0 +1,131 @@
+"""Choosing the agent teammate: exact nearest neighbour under the filter and the role."""
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from study.model import InvalidInput
+from study.pool import NoEligibleTeam, Pool, PoolSpec, TeammateFilter, build_pool
+from study.pool.match import MemberIndex
+from study.pool.spec import Criteria
+from study.pool.teamtypes import TEAM_TYPES
+
+PROTOCOLS = Path(__file__).resolve().parent.parent / "protocols"
+
+
+@pytest.fixture(scope="module")
+def study2(tmp_path_factory):
+    spec = PoolSpec.from_protocol(PROTOCOLS / "study2.toml").with_changes(teams=30_000)
+    return Pool.load(build_pool(spec, tmp_path_factory.mktemp("s2") / "pool.parquet",
+                                progress=False))
+
+
+@pytest.fixture(scope="module")
+def study1(tmp_path_factory):
+    spec = PoolSpec.from_protocol(PROTOCOLS / "study1.toml").with_changes(teams=100_000)
+    return Pool.load(build_pool(spec, tmp_path_factory.mktemp("s1") / "pool.parquet",
+                                progress=False))
+
+
+def brute_force(pool: Pool, c, p, teammate: TeammateFilter) -> tuple[int, int, float]:
+    """The nearest eligible member by checking every one, ties to the lowest team."""
+    pc, pp = pool.coefficients
+    eligible = pool.eligible(teammate)
+    top = pool.column("most_capable_human")
+    best = (np.inf, -1, -1)
+    for member in (0, 1):
+        allowed = eligible.copy()
+        if teammate.role == "most-capable":
+            allowed &= top == member
+        elif teammate.role == "other":
+            allowed &= top != member
+        d = np.sqrt(((pc[:, member] - c) ** 2).sum(1) + ((pp[:, member] - p) ** 2).sum(1))
+        d[~allowed] = np.inf
+        team = int(np.argmin(d))
+        best = min(best, (float(d[team]), team, member))
+    return best[1], best[2], best[0]
+
+
+def test_matches_are_the_exact_nearest_neighbour_under_each_role(study2):
+    rng = np.random.default_rng(5)
+    for role in ("most-capable", "other", "any"):
+        teammate = TeammateFilter(Criteria(team_types=("mixed",)), role)
+        for _ in range(20):
+            c, p = rng.uniform(0, 1, 2), rng.uniform(0, 1, 2)
+            match = study2.match(c, p, filter=teammate)
+            team, member, distance = brute_force(study2, c, p, teammate)
+            assert (match.team_index, match.participant_human) == (team, member)
+            assert match.distance == pytest.approx(distance, abs=1e-12)
+
+
+def test_the_spec_filter_gives_a_mixed_team_with_the_participant_most_capable(study2):
+    match = study2.match([0.3, 0.8], [0.9, 0.2])
+    row = match.team_index
+    assert TEAM_TYPES[study2.team_types[row]] == "mixed"
+    assert study2.column("most_capable_human")[row] == match.participant_human
+    c, p = study2.coefficients
+    assert match.teammate_human == 1 - match.participant_human
+    assert (match.teammate_c == c[row, match.teammate_human]).all()
+    assert (match.teammate_p == p[row, match.teammate_human]).all()
+    d = np.sqrt(((c[row, match.participant_human] - [0.3, 0.8]) ** 2).sum()
+                + ((p[row, match.participant_human] - [0.9, 0.2]) ** 2).sum())
+    assert match.distance == pytest.approx(d)
+    assert "mixed" in match.filter and "most capable" in match.filter
+
+
+def test_a_pool_member_matches_itself_at_distance_zero(study1):
+    c, p = study1.coefficients
+    eligible = np.flatnonzero(study1.eligible())
+    assert len(eligible) > 1_000
+    assert (study1.column("fair_gap")[eligible] > 0.6).all()
+    team = int(eligible[17])
+    match = study1.match(c[team, 1], p[team, 1])
+    assert (match.team_index, match.participant_human, match.distance) == (team, 1, 0.0)
+
+
+def test_ties_go_to_the_lowest_team_then_the_lowest_human():
+    c = np.array([[[0.9, 0.1], [0.5, 0.5]], [[0.2, 0.3], [0.2, 0.3]],
+                  [[0.7, 0.7], [0.1, 0.1]], [[0.2, 0.3], [0.4, 0.4]]])
+    p = np.array([[[0.9, 0.1], [0.5, 0.5]], [[0.6, 0.6], [0.6, 0.6]],
+                  [[0.7, 0.7], [0.1, 0.1]], [[0.6, 0.6], [0.8, 0.8]]])
+    eligible = np.ones(4, dtype=bool)
+    top = np.array([0, 0, 0, 0])
+    index = MemberIndex(c, p, eligible, top, "any", "every team", "test")
+    match = index.query([0.2, 0.3], [0.6, 0.6])
+    assert (match.team_index, match.participant_human, match.distance) == (1, 0, 0.0)
+    skipping_1 = MemberIndex(c, p, np.array([True, False, True, True]), top, "most-capable",
+                             "not team 1", "test")
+    assert skipping_1.query([0.2, 0.3], [0.6, 0.6]).team_index == 3
+
+
+def test_an_empty_filter_is_a_clear_error_naming_it(study2):
+    impossible = TeammateFilter(Criteria(team_types=("mixed-reversed",)), "most-capable")
+    with pytest.raises(NoEligibleTeam, match=r"team type in mixed-reversed.*most capable"):
+        study2.match([0.3, 0.8], [0.9, 0.2], filter=impossible)
+
+
+def test_participant_coefficients_are_checked(study2):
+    with pytest.raises(InvalidInput, match="one value per task type"):
+        study2.match([0.3, 0.8, 0.1], [0.9, 0.2])
+    with pytest.raises(InvalidInput, match="within \\[0, 1\\]"):
+        study2.match([0.3, 1.8], [0.9, 0.2])
+
+
+def test_fea_bounds_come_from_the_metadata(study2):
+    spec = PoolSpec.from_protocol(PROTOCOLS / "study2.toml")
+    assert study2.fea_bounds == (spec.fea.lo, spec.fea.hi)
+
+
+def test_a_query_takes_well_under_5_ms(study1):
+    every_team = TeammateFilter()
+    study1.index(every_team)
+    rng = np.random.default_rng(3)
+    times = []
+    for _ in range(200):
+        c, p = rng.uniform(0, 1, 2), rng.uniform(0, 1, 2)
+        started = time.perf_counter()
+        study1.match(c, p, filter=every_team)
+        times.append(time.perf_counter() - started)
+    assert np.median(times) < 0.005
