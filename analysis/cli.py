@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="analysis", description="Analyse a fair-teaming study database and team pools.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    defaults = report.PoolOptions()
+    defaults = report.ReportOptions()
     make = commands.add_parser(
         "report", help="self-contained HTML report with tables and figures",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="FEA weights to sweep, comma-separated")
     make.add_argument("--bounds", type=_pair, action="append", metavar="LO,HI",
                       help="FE' bounds to sweep (repeatable; default: the pool's own)")
+    make.add_argument("--attribute", action="append", dest="attributes", metavar="ITEM",
+                      help="post-study item to compare participant groups by (repeatable; "
+                           f"default: {', '.join(defaults.attributes)})")
     make.add_argument("--seed", type=int, default=0, help="seed of samples and bootstraps")
     make.set_defaults(handler=run_report)
     export = commands.add_parser(
@@ -70,14 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    defaults = report.ReportOptions()
     data = load.load(args.database)
     pool = record = None
     if args.pool is not None:
         record = read_metadata(args.pool)
         pool = pd.read_parquet(args.pool)
-    options = report.PoolOptions(sweep_teams=args.sweep_teams, order_sample=args.order_sample,
-                                 weights=args.weights, bounds=tuple(args.bounds or ()),
-                                 seed=args.seed)
+    options = report.ReportOptions(attributes=tuple(args.attributes or defaults.attributes),
+                                   sweep_teams=args.sweep_teams,
+                                   order_sample=args.order_sample, weights=args.weights,
+                                   bounds=tuple(args.bounds or ()), seed=args.seed)
     path = report.write_report(data, args.out, pool, record, options)
     print(f"report written to {path}")
     return 0

@@ -89,10 +89,11 @@ def _participants(connection: sqlite3.Connection) -> pd.DataFrame:
     frame = _query(connection, _included("SELECT *, id AS participant_id FROM participants"))
     frame = frame.drop(columns="id")
     measured = _query(connection, _included("SELECT * FROM measurements"))
+    names = measured.drop_duplicates("task_type").set_index("task_type")["task_name"]
     for kind, letter in (("capability", "c"), ("preference", "p")):
         wide = (measured[measured["kind"] == kind]
-                .pivot(index="participant_id", columns="task_name", values="value"))
-        wide.columns = [f"{letter}_{name}" for name in wide.columns]
+                .pivot(index="participant_id", columns="task_type", values="value"))
+        wide.columns = [f"{letter}_{names[task_type]}" for task_type in wide.columns]
         frame = frame.merge(wide, left_on="participant_id", right_index=True, how="left")
     return frame.merge(_attributes(connection), on="participant_id", how="left")
 

@@ -38,9 +38,11 @@ class Section:
 
 
 @dataclass(frozen=True)
-class PoolOptions:
-    """How much of a pool the slower analyses use, and which FEA settings to sweep."""
+class ReportOptions:
+    """Which participant attributes to compare groups by, how much of a pool the slower
+    analyses use, and which FEA settings to sweep."""
 
+    attributes: Sequence[str] = ("gender",)
     sweep_teams: int = 100_000
     order_sample: int = 200
     parity_sample: int = 2000
@@ -52,7 +54,8 @@ class PoolOptions:
 # --- the study database -------------------------------------------------------------------
 
 
-def participant_sections(data: StudyData, out: Path) -> list[Section]:
+def participant_sections(data: StudyData, out: Path,
+                         attributes: Sequence[str]) -> list[Section]:
     """Participants, task performance, allocations, ratings, time and parity."""
     if data.participants.empty:
         return [Section("Participants", "No participant data (after excluding withdrawn "
@@ -63,7 +66,7 @@ def participant_sections(data: StudyData, out: Path) -> list[Section]:
         sections += [_conditions_section(outcomes, data, out),
                      _questionnaire_section(data.answers),
                      _session_time_section(data, out),
-                     _participant_parity_section(data, outcomes, out)]
+                     _participant_parity_section(data, outcomes, attributes, out)]
     return sections
 
 
@@ -190,12 +193,12 @@ def role_frame(outcomes: pd.DataFrame) -> pd.DataFrame:
 
 
 def _participant_parity_section(data: StudyData, outcomes: pd.DataFrame,
-                                out: Path) -> Section:
+                                attributes: Sequence[str], out: Path) -> Section:
     roles = role_frame(outcomes)
     tables = [parity.group_differences(roles, outcome, "role", pair_by="session_id")
               for outcome in ("cookies", "rounds_capable", "rounds_preferred")]
-    attributes = [column for column in data.participants.columns
-                  if column.startswith("attr_") and data.participants[column].nunique() <= 6]
+    attributes = [f"attr_{item}" for item in attributes
+                  if f"attr_{item}" in data.participants]
     people = outcomes.merge(data.participants[["participant_id", *attributes]],
                             on="participant_id")
     for attribute in attributes:
@@ -204,8 +207,9 @@ def _participant_parity_section(data: StudyData, outcomes: pd.DataFrame,
     differences = pd.concat(tables, ignore_index=True)
     section = Section("Parity across groups", (
         "Differences of means with 95% percentile bootstrap intervals: participant against "
-        "agent teammate within each session, and between groups of every categorical "
-        "participant attribute recorded. Descriptive at this sample size."),
+        "agent teammate within each session, and between the groups of the participant "
+        f"attributes {', '.join(attributes) or '(none recorded)'}. Descriptive at this "
+        "sample size."),
         [("Group differences", differences)])
     if not differences.empty:
         section.figures.append(("Group differences", figures.save(
@@ -218,7 +222,7 @@ def _participant_parity_section(data: StudyData, outcomes: pd.DataFrame,
 
 
 def pool_sections(pool: pd.DataFrame, record: dict, out: Path,
-                  options: PoolOptions) -> list[Section]:
+                  options: ReportOptions) -> list[Section]:
     """Table 3, gaps, the allocation figure, round orders, the trade-off and parity."""
     spec = PoolSpec.from_dict(record["spec"], name=record["name"])
     algorithms = [spec.algorithm(name) for name in spec.algorithms]
@@ -261,7 +265,7 @@ def _allocation_section(pool: pd.DataFrame, spec: PoolSpec, out: Path) -> Sectio
 
 
 def _order_section(pool: pd.DataFrame, algorithms: list[Algorithm], spec: PoolSpec,
-                   out: Path, options: PoolOptions) -> Section:
+                   out: Path, options: ReportOptions) -> Section:
     summary, per_round = simulation.order_comparison(
         pool, algorithms, sample=options.order_sample, seed=options.seed, kits=spec.kits)
     means = summary.groupby(["team_type", "algorithm", "order"]).mean().reset_index()
@@ -277,7 +281,7 @@ def _order_section(pool: pd.DataFrame, algorithms: list[Algorithm], spec: PoolSp
 
 
 def _tradeoff_section(pool: pd.DataFrame, types: pd.Series, spec: PoolSpec, out: Path,
-                      options: PoolOptions) -> Section:
+                      options: ReportOptions) -> Section:
     rng = np.random.default_rng(options.seed)
     rows = np.sort(rng.permutation(len(pool))[:options.sweep_teams])
     c, p = simulation.coefficients(pool.iloc[rows])
@@ -293,7 +297,7 @@ def _tradeoff_section(pool: pd.DataFrame, types: pd.Series, spec: PoolSpec, out:
 
 
 def _pool_parity_section(pool: pd.DataFrame, types: pd.Series, spec: PoolSpec, out: Path,
-                         options: PoolOptions) -> Section:
+                         options: ReportOptions) -> Section:
     rng = np.random.default_rng(options.seed)
     rows = rng.permutation(len(pool))[:options.parity_sample]
     part = pool.iloc[rows]
@@ -379,10 +383,10 @@ def write_tables(sections: list[Section], directory: Path) -> None:
 
 def write_report(data: StudyData, out: Path, pool: pd.DataFrame | None = None,
                  pool_record: dict | None = None,
-                 options: PoolOptions = PoolOptions()) -> Path:
+                 options: ReportOptions = ReportOptions()) -> Path:
     """Write ``report.html``, ``figures/`` (PNG + SVG) and ``tables/`` (CSV) under ``out``."""
     figure_dir = out / "figures"
-    sections = participant_sections(data, figure_dir)
+    sections = participant_sections(data, figure_dir, options.attributes)
     metadata = dict(data.metadata)
     if pool is not None and pool_record is not None:
         sections += pool_sections(pool, pool_record, figure_dir, options)

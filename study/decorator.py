@@ -4,8 +4,10 @@ A participant's capability on a cookie type is measured as
 ``clip(cookies per second / reference speed, 0.01, 0.99)``; a decorator with capability
 ``c`` therefore works at ``c * reference speed`` cookies per second. Real people do not
 finish cookies like a metronome, so the time per cookie is drawn from a gamma distribution
-with that mean and a coefficient of variation of about a quarter, and the first cookie of a
-round carries a short warm-up (finding the kit, reading the target).
+with that mean and a coefficient of variation of about a quarter. The first cookie of a round
+takes the remaining part of a cookie in progress (the renewal process is started in its
+steady state), so the expected count over a round is exactly ``speed * seconds`` and a
+decorator measures back to its own capability.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ class Decorator:
     capability: tuple[float, ...]
     reference_speed: tuple[float, ...]
     variation: float = 0.25
-    warm_up: float = 1.0
 
     def speed(self, task_type: int) -> float:
         return speed_from_coefficient(self.capability[task_type], self.reference_speed[task_type])
@@ -42,20 +43,16 @@ class Decorator:
     def cookie_times(self, task_type: int, seconds: float,
                      rng: np.random.Generator) -> list[float]:
         """When, in seconds since the round started, each cookie is finished within
-        ``seconds``. The mean time per cookie is ``1 / speed`` so the count over a round
-        measures back to the capability; the warm-up is taken out of the first cookie's
-        draw, not added, to keep that mean."""
+        ``seconds``. Gamma times with mean ``1 / speed``; the first is the forward
+        recurrence time (a uniform share of a length-biased draw, gamma with shape + 1)."""
         mean = 1.0 / self.speed(task_type)
         shape = 1.0 / self.variation ** 2
-        times, now = [], 0.0
-        while True:
-            duration = float(rng.gamma(shape, mean / shape))
-            if not times:
-                duration = max(duration, min(self.warm_up, mean))
-            now += duration
-            if now > seconds:
-                return times
+        now = float(rng.uniform() * rng.gamma(shape + 1, mean / shape))
+        times = []
+        while now <= seconds:
             times.append(now)
+            now += float(rng.gamma(shape, mean / shape))
+        return times
 
 
 def round_rng(*key: int) -> np.random.Generator:

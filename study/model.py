@@ -147,7 +147,7 @@ class Algorithm:
 #
 # Every metric is a function of three per-human sums: capability-weighted kits, preference-
 # weighted kits and kits. ``HumanSums`` holds them, so a batch can compute the sums once
-# (``sums_over_goals`` does it with matrix products) and derive every metric from them.
+# (``sums_over_goals``: every goal of a batch of teams) and derive every metric from them.
 
 
 @dataclass(frozen=True)
@@ -210,15 +210,28 @@ def _difference(per_human: np.ndarray) -> np.ndarray:
 
 
 def sums_over_goals(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:
-    """``HumanSums`` of shape ``[h, B, G]`` for teams ``[B, h, n]`` and goals ``[G, h, n]``,
-    by one matrix product per human rather than a ``[B, G, h, n]`` intermediate."""
+    """``HumanSums`` of shape ``[h, B, G]`` for teams ``[B, h, n]`` and goals ``[G, h, n]``.
+
+    Element-wise products summed in a fixed order, without a ``[B, G, h, n]``
+    intermediate and without BLAS (whose rounding depends on the batch size): a team's
+    rewards are bit-identical however the teams are chunked.
+    """
     goals = np.asarray(goals, dtype=float)
-    humans = range(goals.shape[1])
-    capability = np.stack([c[:, i] @ goals[:, i].T for i in humans])
-    preference = np.stack([p[:, i] @ goals[:, i].T for i in humans])
+    humans, types = goals.shape[1], goals.shape[2]
+
+    def weighted(feature: np.ndarray, human: int) -> np.ndarray:
+        total = feature[:, human, 0, None] * goals[None, :, human, 0]
+        for j in range(1, types):
+            total += feature[:, human, j, None] * goals[None, :, human, j]
+        return total
+
+    capability = np.stack([weighted(c, i) for i in range(humans)])
+    preference = np.stack([weighted(p, i) for i in range(humans)])
     kits = np.broadcast_to(goals.sum(axis=-1).T[:, None, :], capability.shape)
-    inputs = np.stack([c[:, i].sum(axis=-1) for i in humans])[:, :, None]
-    return HumanSums(capability, preference, kits, inputs)
+    inputs = c[:, :, 0].copy()
+    for j in range(1, types):
+        inputs += c[:, :, j]
+    return HumanSums(capability, preference, kits, inputs.T[:, :, None])
 
 
 def efficiency(c: np.ndarray, allocation: np.ndarray) -> np.ndarray:

@@ -154,7 +154,8 @@ def test_a_participant_completes_the_demo_study(server: LiveServer, browser, tmp
             if number == 1:
                 you.step(f"session-{session}")
                 you.shot(f"{7 + 4 * session - 1:02d}-session-{session}-between-rounds")
-        you.questionnaire(f"questionnaire-{session}", f"{7 + 4 * session:02d}-questionnaire-{session}")
+        you.questionnaire(f"questionnaire-{session}",
+                          f"{7 + 4 * session:02d}-questionnaire-{session}")
     you.questionnaire("post", "16-post-study")
     you.step("debrief")
     you.shot("17-debrief")
@@ -185,16 +186,19 @@ def check_database(path: Path, practice_rounds: list[int]) -> None:
                          "'participant' GROUP BY round_id").fetchall()
     assert {c["round_id"]: c["n"] for c in cookies} == {r["id"]: r["participant_cookies"]
                                                         for r in rounds}
-    teammate = db.execute("SELECT sum(teammate_cookies) AS n FROM rounds WHERE participant_id = ?",
-                          (pid,)).fetchone()["n"]
-    assert db.execute("SELECT count(*) FROM cookies WHERE actor = 'teammate'").fetchone()[0] == teammate
-    allocations = db.execute("SELECT * FROM allocations WHERE participant_id = ?", (pid,)).fetchall()
+    teammate = db.execute("SELECT sum(teammate_cookies) AS n FROM rounds "
+                          "WHERE participant_id = ?", (pid,)).fetchone()["n"]
+    stored = db.execute("SELECT count(*) FROM cookies WHERE actor = 'teammate' "
+                        "AND participant_id = ?", (pid,)).fetchone()[0]
+    assert stored == teammate
+    allocations = db.execute("SELECT * FROM allocations WHERE participant_id = ?",
+                             (pid,)).fetchall()
     assert len(allocations) == 8
     for row in rounds[4:]:
         kits = {a["role"]: a["task_type"] for a in allocations if a["round_id"] == row["id"]}
         assert kits == {"participant": row["task_type"], "teammate": row["teammate_task_type"]}
-    answers = db.execute("SELECT questionnaire, count(*) AS n FROM answers WHERE participant_id = ? "
-                         "GROUP BY questionnaire", (pid,)).fetchall()
+    answers = db.execute("SELECT questionnaire, count(*) AS n FROM answers "
+                         "WHERE participant_id = ? GROUP BY questionnaire", (pid,)).fetchall()
     assert {a["questionnaire"]: a["n"] for a in answers} == {
         "preferences": 2, "session-1": 6, "session-2": 6, "post": 5}
     assert db.execute("SELECT count(*) FROM measurements WHERE participant_id = ?",

@@ -47,19 +47,16 @@ def test_the_demo_is_short():
     assert demo.rounds == 2 and demo.round_seconds <= 10 and demo.practice_seconds <= 10
 
 
-def broken(old: str, new: str) -> ProtocolError:
+def broken(old: str, new: str) -> tuple[ProtocolError, str]:
     assert old in DEMO_TEXT, old
+    text = DEMO_TEXT.replace(old, new, 1)
     with pytest.raises(ProtocolError) as caught:
-        parse_protocol(DEMO_TEXT.replace(old, new, 1), "demo.toml")
-    return caught.value
-
-
-def line_of(text: str) -> int:
-    return next(n for n, line in enumerate(DEMO_TEXT.splitlines(), 1) if line.startswith(text))
+        parse_protocol(text, "demo.toml")
+    return caught.value, text
 
 
 @pytest.mark.parametrize(("old", "new", "field", "words"), [
-    ('algorithm = "fair"', 'algorithm = "fairest"', "conditions.1.algorithm", "one of"),
+    ('algorithm = "efficient"', 'algorithm = "fastest"', "conditions.0.algorithm", "one of"),
     ("round_seconds = 8", "round_seconds = -8", "study.round_seconds", "above 0"),
     ("kits = [2, 2]", "kits = [2, 1]", "study.kits", "multiple"),
     ('practice = ["squares", "squares", "letters", "letters"]',
@@ -67,21 +64,22 @@ def line_of(text: str) -> int:
     ('theme = "ravens"', 'theme = "eagles"', "cookies.squares.theme", "names no theme"),
     ('scale = "liking"', 'scale = "likeness"', "preferences.scale", "names no scale"),
     ('initials = "BR"', 'initials = "BRAVO"', "themes.0.initials", "1 to 4"),
-    ('robot = "Pat"', "robot = 7", "conditions.1.robot", "text"),
+    ('robot = "Chris"', "robot = 7", "conditions.0.robot", "text"),
 ])
 def test_errors_name_the_line_and_the_field(old, new, field, words):
-    error = broken(old, new)
+    error, text = broken(old, new)
     assert error.field == field and words in str(error)
-    assert error.line == line_of(new.split(" = ")[0] if " = " in new else new)
+    assert error.line == next(n for n, line in enumerate(text.splitlines(), 1)
+                              if line.startswith(new))
 
 
 def test_a_missing_page_is_named():
-    error = broken("[pages.debrief]", "[pages.debriefing]")
+    error, _ = broken("[pages.debrief]", "[pages.debriefing]")
     assert error.field == "pages.debrief" and "required" in str(error)
 
 
 def test_a_missing_item_text_is_named():
-    error = broken('text = "Your gender"', "")
+    error, _ = broken('text = "Your gender"', "")
     assert error.field.startswith("questionnaires.post.items.") and error.field.endswith(".text")
 
 

@@ -100,6 +100,7 @@ def test_batch_result_does_not_depend_on_chunk_size():
     pieces = solve_batch(c, p, Algorithm("fair"), chunk=37)
     assert (whole.plans == pieces.plans).all()
     assert (whole.goal_positions == pieces.goal_positions).all()
+    assert (whole.rewards == pieces.rewards).all()
 
 
 def test_batch_with_many_goals_uses_the_general_walk():

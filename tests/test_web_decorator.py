@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from study.decorator import (Decorator, coefficient_from_speed, round_rng,
-                             speed_from_coefficient)
+from study.decorator import Decorator, coefficient_from_speed, round_rng, speed_from_coefficient
 from study.web.targets import matches, squares_grid, squares_target
 
 

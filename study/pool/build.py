@@ -8,6 +8,7 @@ they are written in order, so memory stays bounded whatever the pool size.
 from __future__ import annotations
 
 import os
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -110,7 +111,9 @@ def build_pool(spec: PoolSpec, out: Path | str, *, chunk: int = DEFAULT_CHUNK,
     ``chunk``, ``workers`` or ``scheduler``.
     """
     if chunk < 1:
-        raise ValueError("chunk must be at least 1 team")
+        raise InvalidInput("chunk", chunk, "must be at least 1 team")
+    if workers is not None and workers < 1:
+        raise InvalidInput("workers", workers, "must be at least 1")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     ranges = chunk_ranges(spec.teams, chunk)
@@ -118,7 +121,7 @@ def build_pool(spec: PoolSpec, out: Path | str, *, chunk: int = DEFAULT_CHUNK,
         tables = _dask_tables(spec, ranges, scheduler)
     else:
         tables = _local_tables(spec, ranges, workers or os.cpu_count() or 1)
-    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    partial = out.with_name(f".{out.name}.{uuid.uuid4().hex}.partial")
     try:
         with tqdm(total=spec.teams, unit="team", desc=f"pool {spec.name}",
                   disable=None if progress is None else not progress) as bar:

@@ -1,9 +1,8 @@
 """The per-team columns of a pool: every algorithm's goal, reward, metrics and the gaps.
 
-The goal-state sums are computed element-wise here rather than with
-``study.model.sums_over_goals``: its matrix products go through BLAS, whose rounding
-depends on the batch size, and a pool must be bit-identical whatever its chunk size.
-The optimal plans then come from the solver's ``plan_batch`` on those rewards.
+The goal-state sums come from ``study.model.sums_over_goals`` (bit-identical whatever the
+chunk size) and are shared by every algorithm; the optimal plans come from the solver's
+``plan_batch`` on the rewards.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from study.model import (
     rounds_on_type,
     scale_fair_equity,
     state_space,
+    sums_over_goals,
 )
 from study.pool.spec import PoolSpec
 from study.pool.teamtypes import most_capable_human, team_type_codes
@@ -27,24 +27,9 @@ from study.solver import plan_batch
 
 
 def goal_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:
-    """``HumanSums`` ``[h, B, G]`` for teams ``[B, h, n]`` and goals ``[G, h, n]``, by
-    element-wise products summed in a fixed order (so independent of the batch size)."""
-    goals = np.asarray(goals, dtype=float)
-    humans, types = goals.shape[1], goals.shape[2]
-
-    def weighted(feature: np.ndarray, human: int) -> np.ndarray:
-        total = feature[:, human, 0, None] * goals[None, :, human, 0]
-        for j in range(1, types):
-            total += feature[:, human, j, None] * goals[None, :, human, j]
-        return total
-
-    capability = np.stack([weighted(c, i) for i in range(humans)])
-    preference = np.stack([weighted(p, i) for i in range(humans)])
-    kits = np.broadcast_to(goals.sum(axis=-1).T[:, None, :], capability.shape)
-    inputs = c[:, :, 0].copy()
-    for j in range(1, types):
-        inputs += c[:, :, j]
-    return _CachedSums(capability, preference, kits, inputs.T[:, :, None])
+    """``sums_over_goals`` whose metrics are computed once."""
+    sums = sums_over_goals(c, p, goals)
+    return _CachedSums(sums.capability, sums.preference, sums.kits, sums.inputs)
 
 
 class _CachedSums(HumanSums):
