@@ -102,9 +102,10 @@ def allocations_figure(table: pd.DataFrame, title: str) -> Figure:
                       list(dict.fromkeys(part["algorithm"])))
         axis.set_title(f"{team_type} ({int(part['teams'].iloc[0]):,})")
         axis.tick_params(axis="x", labelsize=8)
-        axis.set_ylim(0, 8.5)
+        axis.set_ylim(0, 9.8)
+        axis.set_yticks(range(0, 9))
         axis.set_ylabel("mean rounds (of 8)")
-    axes[0].legend(frameon=False, fontsize=8, ncols=3, loc="upper right")
+    axes[0].legend(frameon=False, fontsize=8, ncols=3, loc="upper center")
     figure.suptitle(title)
     figure.tight_layout()
     return figure

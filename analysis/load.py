@@ -23,7 +23,6 @@ import pandas as pd
 from study.model import InvalidInput
 from study.pool.store import read_metadata
 
-TASK_NAMES = ("squares", "letters")
 EXCLUDED_STEPS = ("withdrawn", "declined")
 
 

@@ -73,10 +73,9 @@ def participant_sections(data: StudyData, out: Path,
 def _participants_section(data: StudyData) -> Section:
     people = data.participants
     columns = [c for c in people.columns if c.startswith(("c_", "p_", "attr_"))]
-    table = people[["code", "protocol", "step", *columns]].merge(
-        data.teammates[["participant_id", "participant_human", "distance"]].assign(
-            code=lambda t: t["participant_id"].map(people.set_index("participant_id")["code"])
-        ).drop(columns="participant_id"), on="code", how="left")
+    table = people.merge(data.teammates[["participant_id", "participant_human", "distance"]],
+                         on="participant_id", how="left")[
+        ["code", "protocol", "step", *columns, "participant_human", "distance"]]
     means = table.select_dtypes("number").mean().to_frame("mean").T
     text = (f"{len(people)} participants (withdrawn and declined participants excluded). "
             f"Mean teammate match distance d = {table['distance'].mean():.3f} "
@@ -99,16 +98,11 @@ def _performance_section(outcomes: pd.DataFrame, out: Path) -> Section:
     section.tables.append(("One row per participant and condition", outcomes[columns]))
     section.figures.append(("Cookies per team and condition", figures.save(
         figures.cookies_figure(outcomes), out, "cookies_by_condition")))
-    long = []
-    for role in sessions.ROLES:
-        long.append(outcomes.assign(human=role, team_type="participants",
-                                    capable_rounds=outcomes[f"rounds_capable_{role}"],
-                                    preferred_rounds=outcomes[f"rounds_preferred_{role}"]))
-    table = (pd.concat(long).rename(columns={"condition": "algorithm_condition"})
-             .groupby(["team_type", "algorithm_condition", "human"], sort=False)
-             .agg(teams=("capable_rounds", "size"), capable_rounds=("capable_rounds", "mean"),
-                  preferred_rounds=("preferred_rounds", "mean")).reset_index()
-             .rename(columns={"algorithm_condition": "algorithm"}))
+    table = (role_frame(outcomes).groupby(["condition", "role"], sort=False)
+             .agg(teams=("rounds_capable", "size"), capable_rounds=("rounds_capable", "mean"),
+                  preferred_rounds=("rounds_preferred", "mean")).reset_index()
+             .rename(columns={"condition": "algorithm", "role": "human"})
+             .assign(team_type="participants"))
     section.figures.append(("Rounds on the most capable and most preferred type (participants"
                             " and their agent teammates)", figures.save(
                                 figures.allocations_figure(table, "Allocations in the study"),

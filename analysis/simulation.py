@@ -1,9 +1,12 @@
 """Simulation comparisons over a team pool: the paper's Table 3, the gap distributions,
 the Study #2 allocation figure, and fairness over time per policy and round order.
 
-A pool is a pandas frame with one row per team: coefficients ``c_<i>_<j>``, ``p_<i>_<j>``,
-``team_type``, ``most_capable_human``, per algorithm ``<alg>_goal_<i>_<j>`` and
-``<alg>_reward``, and the gaps ``fair_gap`` and ``efficiency_gap`` (docs/pool.md).
+A pool is a pandas frame with one row per team, as ``pandas.read_parquet`` reads a pool
+file: coefficients ``c_<i>_<j>``, ``p_<i>_<j>``, ``team_type``, ``most_capable_human``,
+per algorithm ``<alg>_goal_<i>_<j>``, ``<alg>_reward`` and ``<alg>_rounds_capable_<i>`` /
+``<alg>_rounds_preferred_<i>``, and the gaps ``fair_gap`` and ``efficiency_gap``. The
+paper's tables come from the pool's own ``study.pool.summary``; this module shapes them
+into frames and adds what the pool does not compute.
 """
 
 from __future__ import annotations

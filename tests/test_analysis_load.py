@@ -12,6 +12,7 @@ from study.model import Algorithm, Team, all_metrics
 from study.solver import solve
 from study.storage import Storage
 
+TASK_NAMES = ("squares", "letters")
 LIKERT = (("cap_agree", "Cap-Agree"), ("cap_rating", "Cap-Rating"),
           ("pref_agree", "Pref-Agree"), ("pref_rating", "Pref-Rating"),
           ("fair_overall", "Fair-Overall"))
@@ -35,19 +36,19 @@ def add_participant(storage: Storage, code: str, seed: int, participant_human: i
         cookies = int(rng.integers(2, 10))
         round_id = storage.insert("rounds", {
             "session_id": practice, "participant_id": pid, "number": number,
-            "task_type": task, "task_name": load.TASK_NAMES[task], "started_at": now,
+            "task_type": task, "task_name": TASK_NAMES[task], "started_at": now,
             "deadline": now + 30, "seconds": 30.0, "closed_at": now + 30,
             "close_reason": "deadline", "participant_cookies": cookies, "teammate_cookies": 0})
         if number in (2, 4):
             storage.insert("measurements", {
                 "participant_id": pid, "kind": "capability", "task_type": task,
-                "task_name": load.TASK_NAMES[task], "value": own_c[task], "round_id": round_id,
+                "task_name": TASK_NAMES[task], "value": own_c[task], "round_id": round_id,
                 "cookies": cookies, "seconds": 30.0, "speed": cookies / 30,
                 "reference_speed": 0.4, "at": now})
     for task in (0, 1):
         storage.insert("measurements", {
             "participant_id": pid, "kind": "preference", "task_type": task,
-            "task_name": load.TASK_NAMES[task], "value": own_p[task], "theme": f"t{task}",
+            "task_name": TASK_NAMES[task], "value": own_p[task], "theme": f"t{task}",
             "rating": 4, "at": now})
     mate_c, mate_p = rng.uniform(0.2, 0.9, 2), rng.uniform(0.1, 0.9, 2)
     storage.insert("teammates", {
@@ -83,7 +84,7 @@ def add_session(storage: Storage, pid: int, number: int, condition: str, team_c:
         mine, theirs = int(rng.integers(0, 6)), int(rng.integers(0, 6))
         round_id = storage.insert("rounds", {
             "session_id": session, "participant_id": pid, "number": round_number,
-            "task_type": types[seat], "task_name": load.TASK_NAMES[types[seat]],
+            "task_type": types[seat], "task_name": TASK_NAMES[types[seat]],
             "teammate_task_type": types[1 - seat], "started_at": now, "deadline": now + 30,
             "seconds": 30.0, "closed_at": now + 30, "close_reason": "deadline",
             "participant_cookies": mine, "teammate_cookies": theirs})
@@ -92,7 +93,7 @@ def add_session(storage: Storage, pid: int, number: int, condition: str, team_c:
                 "round_id": round_id, "session_id": session, "participant_id": pid,
                 "round": round_number, "human": human,
                 "role": "participant" if human == seat else "teammate", "task_type": task,
-                "task_name": load.TASK_NAMES[task], "held_before": "[[0,0],[0,0]]",
+                "task_name": TASK_NAMES[task], "held_before": "[[0,0],[0,0]]",
                 "at": now})
         for actor, count in (("participant", mine), ("teammate", theirs)):
             for k in range(1, count + 1):

@@ -53,7 +53,7 @@ def test_every_behaviour_finishes_and_nothing_acknowledged_is_missing(served):
     codes = bot_codes(len(profiles))
     result = run_swarm(url, codes, profiles, facts=facts, max_seconds=90)
     by_behaviour = {o.behaviour: o for o in result.outcomes}
-    print([(o.behaviour, round(o.seconds, 1)) for o in result.outcomes])
+    print([(o.behaviour, round(o.seconds, 1), o.reconnects, o.cookies) for o in result.outcomes])
     assert [o.error for o in result.outcomes] == [None] * len(profiles), result.summary()
     assert {o.final_step for o in result.outcomes} == {"done"}
     for code in codes:
