@@ -47,28 +47,66 @@ class TomlSource:
         return cls(Path(path), text, data)
 
     def line_of(self, dotted: str) -> int | None:
-        """The line where the last key of ``dotted`` is set inside its table, if found."""
-        parts = dotted.split(".")
-        key = re.escape(parts[-1].split("[")[0])
-        table = ".".join(p for p in parts[:-1] if not p.isdigit())
-        current, best = "", None
+        """The line where ``dotted`` (e.g. ``conditions.1.robot``, numbers indexing arrays
+        of tables or arrays) is written; its table's header when the key is absent."""
+        parts = [part for part in dotted.split(".") if part]
+        while parts and parts[-1].isdigit() and not self._is_table_array(parts[:-1]):
+            parts = parts[:-1]
+        if not parts:
+            return None
+        table, key = parts[:-1], parts[-1]
+        occurrences: dict[str, int] = {}
+        current: list[str] = []
+        headers: dict[str, int] = {}
         for number, line in enumerate(self.text.splitlines(), start=1):
             stripped = line.strip()
-            header = re.match(r"^\[\[?\s*([^\]]+?)\s*\]\]?", stripped)
+            header = _HEADER.match(stripped)
             if header:
-                current = header.group(1)
-                if current == ".".join(parts) or current == ".".join(parts).split("[")[0]:
-                    best = best or number
+                current = self._resolve(header.group(2), header.group(1) == "[[", occurrences)
+                for name, path in (("self", parts), ("table", table)):
+                    if current == path:
+                        headers.setdefault(name, number)
                 continue
-            if re.match(rf"^(\"?){key}\1\s*=", stripped) and (
-                    current == table or current.endswith("." + table) or not table):
+            assigned = _ASSIGNMENT.match(stripped)
+            if assigned and current + _split_key(assigned.group(1)) == table + [key]:
                 return number
-            if table and re.match(rf"^{re.escape(table)}\.{key}\s*=", stripped):
-                return number
-        return best
+        return headers.get("self", headers.get("table"))
+
+    def _is_table_array(self, parts: list[str]) -> bool:
+        node: Any = self.data
+        for part in parts:
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            elif isinstance(node, dict) and part in node:
+                node = node[part]
+            else:
+                return False
+        return isinstance(node, list) and all(isinstance(item, dict) for item in node)
+
+    @staticmethod
+    def _resolve(name: str, is_array: bool, occurrences: dict[str, int]) -> list[str]:
+        """A header's path with array-of-tables positions, e.g. ``conditions.1``."""
+        path = _split_key(name)
+        if is_array:
+            key = ".".join(path)
+            occurrences[key] = occurrences.get(key, -1) + 1
+            return [*path, str(occurrences[key])]
+        for size in range(len(path), 0, -1):
+            key = ".".join(path[:size])
+            if key in occurrences:
+                return [*path[:size], str(occurrences[key]), *path[size:]]
+        return path
 
     def error(self, dotted: str, message: str) -> ProtocolError:
         return ProtocolError(self.path, self.line_of(dotted), dotted, message)
+
+
+_HEADER = re.compile(r"^(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_ASSIGNMENT = re.compile(r"^([A-Za-z0-9_\-.\"' ]+?)\s*=")
+
+
+def _split_key(key: str) -> list[str]:
+    return [part.strip().strip("\"'") for part in key.split(".")]
 
 
 def _line_from_message(message: str) -> int | None:

@@ -87,3 +87,17 @@ def test_preference_ratings_map_onto_the_model_range():
     assert preference_coefficient(1, 7) == pytest.approx(0.01)
     assert preference_coefficient(7, 7) == pytest.approx(0.99)
     assert preference_coefficient(4, 7) == pytest.approx(0.5)
+
+
+def test_errors_in_a_repeated_table_name_the_line_of_that_table(tmp_path):
+    from study.tomlsource import TomlSource
+
+    text = ('[study]\nname = "x"\n\n[[conditions]]\nrobot = "A"\n\n[[conditions]]\n'
+            'algorithm = "fair"\nrobot = "B"\n\n[conditions.extra]\nnote = 1\n')
+    source = TomlSource.parse(text)
+    assert source.line_of("conditions.0.robot") == 5
+    assert source.line_of("conditions.1.robot") == 9
+    assert source.line_of("conditions.1") == 7
+    assert source.line_of("conditions.1.extra.note") == 12
+    assert source.line_of("study.name") == 2
+    assert source.line_of("study.missing") == 1

@@ -126,8 +126,12 @@ class Connection:
         """Drop the socket as a closed tab would (no goodbye to the server needed)."""
         sio, self.sio = self.sio, None
         if sio is not None:
-            # a dead transport may fail to close; it is gone either way
+            # A closed tab does not wait for the server's goodbye: cut the socket first,
+            # then let the client tidy up (a dead transport may fail to; it is gone anyway).
+            websocket = getattr(sio.eio, "ws", None)
             with contextlib.suppress(Exception):
+                if websocket is not None:
+                    websocket.abort()
                 sio.disconnect()
         self._lost.set()
         with self._changed:

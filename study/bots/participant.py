@@ -22,6 +22,7 @@ TERMINAL_STEPS = ("done", "declined", "withdrawn", "unmatched")
 ROUND_STEPS = ("practice", "session-1", "session-2")
 COOKIE_NAMES = ("squares", "letters")
 DEADLINE_MARGIN = 0.1  # a cookie this close to the deadline would arrive too late; skip it
+SPACING_MARGIN = 0.02  # seconds added to the protocol's shortest time between cookies
 REFUSED_PAUSE = 0.5  # seconds a refused bot waits before it looks at its state again
 # Reference speeds (cookies/s) of the shipped protocols; a bot given the protocol uses its own.
 DEFAULT_REFERENCE_SPEED = (0.4, 0.15)
@@ -66,13 +67,16 @@ class Profile:
 @dataclass(frozen=True)
 class StudyFacts:
     """What a bot needs from the protocol that the state does not carry: the reference
-    speeds that turn its capabilities into cookies per second."""
+    speeds that turn its capabilities into cookies per second, and the shortest time the
+    server accepts between two cookies (no hand is faster, however late the last one was)."""
 
     reference_speed: tuple[float, ...] = DEFAULT_REFERENCE_SPEED
+    min_cookie_seconds: float = 0.5
 
     @classmethod
     def from_protocol(cls, protocol: Any) -> StudyFacts:
-        return cls(tuple(c.reference_speed for c in protocol.cookies))
+        return cls(tuple(c.reference_speed for c in protocol.cookies),
+                   protocol.min_cookie_seconds)
 
 
 DEFAULT_FACTS = StudyFacts()
@@ -215,6 +219,7 @@ class Bot:
         content = cookie_content(current["target"])
         done = int(current.get("cookies", 0))
         lost_until = 0.0
+        earliest = current["started_at"] + self.facts.min_cookie_seconds + SPACING_MARGIN
         for at in [current["started_at"] + t for t in times][done:]:
             if interrupt is not None and at > interrupt:
                 self._sleep_until(interrupt)
@@ -222,7 +227,7 @@ class Bot:
                 interrupt = None
             if at < lost_until:
                 continue
-            self._sleep_until(at)
+            self._sleep_until(max(at, earliest))
             if self.connection.server_now() >= current["deadline"] - DEADLINE_MARGIN \
                     or self.stop():
                 return
@@ -230,6 +235,8 @@ class Bot:
                 "cookie", {"round_id": current["id"], "content": content}, self.patience)
             if ack.get("ok"):
                 self.outcome.cookies += 1
+            earliest = self.connection.server_now() + self.facts.min_cookie_seconds \
+                + SPACING_MARGIN
         if interrupt is not None and interrupt < current["deadline"]:
             self._sleep_until(interrupt)
             self.interrupt()
