@@ -238,6 +238,32 @@ CODEBOOK: tuple[Table, ...] = (
         Column("payload", "TEXT (JSON)", "the payload as received, truncated", units="<= 2 kB"),
         _at(),
     )),
+    Table("console_status", "one participant the experimenter paused, aborted, flagged or "
+          "annotated in the console", (
+        Column("participant_id", "INTEGER", "id of the row in `participants` (primary key)",
+               allowed="participants.id"),
+        Column("status", "TEXT", "the participant's hold",
+               allowed="active, paused (may not start rounds or pages), aborted (may only "
+                       "withdraw)"),
+        Column("flagged", "INTEGER", "whether the experimenter flagged the participant",
+               allowed="0, 1"),
+        Column("note", "TEXT", "the experimenter's latest note", units="<= 2000 characters"),
+        _at("at", "when the status last changed"),
+    )),
+    Table("console_actions", "one thing the experimenter did in the console (audit log)", (
+        _id(),
+        _at("at", "when it was done"),
+        Column("action", "TEXT", "what was done",
+               allowed="login, login-failed, logout, create-links, pause, resume, abort, flag, "
+                       "unflag, note, export"),
+        Column("participant_id", "INTEGER", "the participant concerned, if any (kept after "
+               "withdrawal as part of the audit trail)", allowed="participants.id or empty"),
+        Column("code", "TEXT", "that participant's code, if any"),
+        Column("note", "TEXT", "the experimenter's note", units="<= 2000 characters"),
+        Column("detail", "TEXT (JSON)", "what changed: new status, codes and condition "
+               "orders of created links, rows exported"),
+        Column("remote_addr", "TEXT", "address the console was used from"),
+    )),
     Table("server_runs", "one start of the study server (the conditions data were collected "
           "under)", (
         _id(),

@@ -53,7 +53,6 @@ def test_every_behaviour_finishes_and_nothing_acknowledged_is_missing(served):
     codes = bot_codes(len(profiles))
     result = run_swarm(url, codes, profiles, facts=facts, max_seconds=90)
     by_behaviour = {o.behaviour: o for o in result.outcomes}
-    print([(o.behaviour, round(o.seconds, 1), o.reconnects, o.cookies) for o in result.outcomes])
     assert [o.error for o in result.outcomes] == [None] * len(profiles), result.summary()
     assert {o.final_step for o in result.outcomes} == {"done"}
     for code in codes:
@@ -92,7 +91,7 @@ def assert_measured_back(db: Path, code: str, profile: Profile) -> None:
 def test_study_bot_command_runs_a_swarm_and_summarises(served, capsys):
     url, _, protocol, _ = served
     assert main(["bot", url, "--participants", "2", "--protocol", str(protocol),
-                 "--behaviour", "fast,slow", "--max-seconds", "60"]) == 0
+                 "--behaviour", "fast,refreshing", "--max-seconds", "60"]) == 0
     out = capsys.readouterr().out
     assert "2 bots" in out and "final steps: done 2" in out and "cookie ack latency" in out
 

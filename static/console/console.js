@@ -27,7 +27,7 @@ function history(participant) {
     const rounds = session.rounds.filter((r) => !r.running).map((r) => {
       const kits = r.teammate_kit ? r.kit[0] + "/" + r.teammate_kit[0] : r.kit[0];
       const cookies = r.teammate_cookies === null ? r.cookies : r.cookies + "/" + r.teammate_cookies;
-      return kits + "·" + cookies + (r.close_reason === "recovery" ? "ʳ" : "");
+      return r.number + ":" + kits + " " + cookies + (r.close_reason === "recovery" ? "ʳ" : "");
     });
     if (rounds.length) parts.push(label + ": " + rounds.join(" "));
   }
@@ -72,7 +72,13 @@ function row(participant) {
   const place = current ? (current.session === 0 ? "practice" : "S" + current.session) + " · " + current.number + "/" + current.of : "";
   const cookies = current ? (current.teammate_cookies === null ? current.cookies : current.cookies + " / " + current.teammate_cookies) : "";
   const status = participant.status + (participant.flagged ? " ⚑" : "") + (participant.note ? " — " + participant.note : "");
-  tr.append(cell(participant.code, "code"), cell(participant.step), cell(status),
+  const step = cell(participant.step);
+  if (participant.condition_order) {
+    const order = document.createElement("small");
+    order.textContent = " (" + participant.condition_order.join(" → ") + ")";
+    step.append(order);
+  }
+  tr.append(cell(participant.code, "code"), step, cell(status),
             cell(connected, participant.connections > 0 ? "online" : "offline"), cell(place),
             cell(timeLeft(current), "left"), cell(cookies), cell(history(participant), "history"),
             actions(participant));

@@ -57,12 +57,14 @@ def bot_codes(count: int, prefix: str = "bot") -> list[str]:
 
 def run_swarm(base_url: str, codes: list[str], profiles: list[Profile], *,
               facts: StudyFacts = DEFAULT_FACTS, max_seconds: float = 3600.0,
-              stagger: float = 0.0, log: AckLog | None = None,
+              stagger: float = 0.0, patience: float = 60.0, log: AckLog | None = None,
               stop: threading.Event | None = None) -> SwarmResult:
-    """Run one bot per code concurrently until all finish (or ``max_seconds``)."""
+    """Run one bot per code concurrently until all finish (or ``max_seconds``);
+    ``patience`` is how long a bot waits for an answer or a server that went away."""
     log = log or AckLog()
     stop = stop or threading.Event()
-    bots = [Bot(base_url, code, profile, log, facts=facts, stop=stop.is_set)
+    bots = [Bot(base_url, code, profile, log, facts=facts, patience=patience,
+                stop=stop.is_set)
             for code, profile in zip(codes, profiles, strict=True)]
     outcomes: list[Outcome | None] = [None] * len(bots)
 

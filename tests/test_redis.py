@@ -1,0 +1,96 @@
+"""Several server processes: Flask-SocketIO's message queue on Redis, one shared database.
+
+Two ``study serve`` processes share the SQLite file and a Redis queue; only the first runs
+the round scheduler. Bots connected to the second process must still get every push the
+scheduler sends (rounds closing, the teammate's cookies) through Redis, finish the study,
+and find everything they were acknowledged in the database. Needs Debian's
+``redis-server``; the test starts its own on a free loopback port.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from study.bots import BEHAVIOURS, Profile, StudyFacts, SwarmResult, bot_codes, run_swarm
+from study.bots.audit import closing_drift, missing_acknowledged
+from study.bots.servers import ServeProcess, free_port, quick_protocol
+from study.protocol import load_protocol
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    shutil.which("redis-server") is None,
+    reason="needs Debian's redis-server (make test installs it)")]
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    """A private Redis on a free loopback port, without persistence; stopped afterwards."""
+    port = free_port()
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    client = redis.Redis(host="127.0.0.1", port=port)
+    try:
+        give_up = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > give_up or process.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        client.close()
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_two_processes_share_pushes_through_redis(tmp_path, redis_url):
+    protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp_path / "quick.toml",
+                              round_seconds=2.5, practice_seconds=1.5)
+    db, pools = tmp_path / "study.sqlite", tmp_path / "pools"
+    queue = ("--message-queue", redis_url)
+    ticking = ServeProcess(protocol, db, pools, tmp_path / "a.log", extra=queue)
+    quiet = ServeProcess(protocol, db, pools, tmp_path / "b.log",
+                         extra=(*queue, "--no-scheduler"))
+    facts = StudyFacts.from_protocol(load_protocol(protocol))
+    results: dict[str, SwarmResult] = {}
+    codes = {"a": bot_codes(2, "onA"), "b": bot_codes(3, "onB")}
+    try:
+        ticking.start()
+        quiet.start()
+
+        def swarm(name: str, url: str) -> None:
+            profiles = [Profile((0.8, 0.6), (0.7, 0.3), BEHAVIOURS[b], seed=i)
+                        for i, b in enumerate(("fast", "refreshing", "fast")[:len(codes[name])])]
+            results[name] = run_swarm(url, codes[name], profiles, facts=facts, max_seconds=90,
+                                      patience=10)
+
+        threads = [threading.Thread(target=swarm, args=("a", ticking.url)),
+                   threading.Thread(target=swarm, args=("b", quiet.url))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    finally:
+        quiet.stop()
+        ticking.stop()
+    assert set(results) == {"a", "b"}, ticking.output() + quiet.output()
+    for name, result in results.items():
+        assert [o.final_step for o in result.outcomes] == ["done"] * len(codes[name]), (
+            result.summary(), ticking.output()[-2000:], quiet.output()[-2000:])
+        assert missing_acknowledged(db, result.log) == []
+    # The second process never ticks: its bots' rounds were closed by the first, on time,
+    # and the pushes that told them so crossed over Redis.
+    drift = closing_drift(db, codes["b"])
+    assert len(drift) == 3 * 8 and drift.max() < 1.0
