@@ -47,9 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=float, default=600.0)
     parser.add_argument("--behaviours", default=",".join(MIX),
                         help=f"cycled over the bots ({', '.join(BEHAVIOURS)})")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="keep the database, protocol and server log in DIR")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="study-load-") as scratch:
-        tmp = Path(scratch)
+        tmp = args.keep or Path(scratch)
+        tmp.mkdir(parents=True, exist_ok=True)
         protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp / "load.toml",
                                   round_seconds=args.round_seconds,
                                   practice_seconds=args.practice_seconds,

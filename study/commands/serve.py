@@ -7,6 +7,7 @@ defaults to ``var/<protocol>.sqlite`` so a restart continues the same study.
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 from pathlib import Path
 
@@ -15,6 +16,10 @@ from study.web import create_app
 from study.web.teammate import PoolTeammates
 
 DEFAULT_PROTOCOL = Path("protocols/study1.toml")
+
+
+def console_password_set() -> bool:
+    return bool(os.environ.get("STUDY_CONSOLE_PASSWORD"))
 
 
 def register(subcommands: argparse._SubParsersAction) -> None:
@@ -31,6 +36,13 @@ def register(subcommands: argparse._SubParsersAction) -> None:
                         help="SQLite database (default: var/<protocol name>.sqlite)")
     parser.add_argument("--pools", type=Path, default=Path("var/pools"),
                         help="where team pools are built and cached")
+    parser.add_argument("--message-queue", default=os.environ.get("STUDY_MESSAGE_QUEUE"),
+                        metavar="REDIS_URL",
+                        help="Redis URL shared by several server processes on one database "
+                             "(or set STUDY_MESSAGE_QUEUE); without it, one process")
+    parser.add_argument("--no-scheduler", action="store_true",
+                        help="do not close rounds here: another process sharing the "
+                             "database and the message queue runs the one scheduler")
     parser.set_defaults(handler=run)
 
 
@@ -42,13 +54,17 @@ def run(args: argparse.Namespace) -> int:
     database = args.db or Path("var") / f"{protocol.name}.sqlite"
     key = secrets.token_urlsafe(12)
     app = create_app({"PROTOCOL": args.protocol, "DATABASE": database, "TEAMMATES": teammates,
-                      "EXPERIMENTER_KEY": key})
+                      "EXPERIMENTER_KEY": key, "MESSAGE_QUEUE": args.message_queue,
+                      "SCHEDULER": not args.no_scheduler})
     host = "localhost" if args.host in ("0.0.0.0", "127.0.0.1") else args.host
     base = f"http://{host}:{args.port}"
     print(f"study {protocol.name}: database {database}, pool {teammates.name}")
     print(f"  participant link (new participant): {base}/start")
     print(f"  participant link (with a code):     {base}/p/<code>")
-    print(f"  experimenter:                       {base}/experimenter/{key}", flush=True)
+    print(f"  experimenter:                       {base}/experimenter/{key}")
+    print(f"  experimenter console:               {base}/console"
+          + ("" if console_password_set() else "  (DEMO MODE: no STUDY_CONSOLE_PASSWORD)"),
+          flush=True)
     app.extensions["socketio"].run(app, host=args.host, port=args.port,
                                    allow_unsafe_werkzeug=True)
     return 0

@@ -3,11 +3,16 @@
 Config keys: ``PROTOCOL`` (path, required), ``DATABASE`` (default ``var/<name>.sqlite``),
 ``TEAMMATES`` (a teammate source; default: the protocol's pool, built on first use under
 ``POOL_DIR``), ``CLOCK`` (a function returning epoch seconds; tests inject one),
-``SCHEDULER`` (start the round scheduler thread, default True), ``EXPERIMENTER_KEY``.
+``SCHEDULER`` (start the round scheduler thread, default True), ``EXPERIMENTER_KEY``,
+``MESSAGE_QUEUE`` (a Redis URL shared by several server processes, default none),
+``STUDY_CONSOLE_PASSWORD`` (the experimenter console's; see ``study.web.auth``).
+``SECRET_KEY`` defaults to ``STUDY_SECRET_KEY`` from the environment (the same on every
+process) or a random one.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from pathlib import Path
@@ -18,7 +23,8 @@ from flask_socketio import SocketIO
 
 from study.protocol import load_protocol
 from study.storage import Storage
-from study.web import experimenter, participant, sockets
+from study.web import console, experimenter, participant, sockets
+from study.web.admission import MAX_TRANSPORT_BYTES
 from study.web.journey import Journey
 from study.web.scheduler import Scheduler
 from study.web.teammate import PoolTeammates
@@ -32,19 +38,21 @@ def create_app(config: dict[str, Any]) -> Flask:
     protocol = load_protocol(config["PROTOCOL"])
     app = Flask(__name__, template_folder=str(ROOT / "templates"),
                 static_folder=str(ROOT / "static"))
-    app.config.update(SECRET_KEY=secrets.token_hex(16),
+    app.config.update(SECRET_KEY=os.environ.get("STUDY_SECRET_KEY") or secrets.token_hex(16),
                       EXPERIMENTER_KEY=secrets.token_urlsafe(12), SCHEDULER=True)
     app.config.update(config)
     storage = Storage(config.get("DATABASE") or Path("var") / f"{protocol.name}.sqlite")
     teammates = config.get("TEAMMATES") or PoolTeammates.for_protocol(
         protocol, Path(config.get("POOL_DIR", "var/pools")))
-    socketio = SocketIO(app, async_mode="threading")
+    socketio = SocketIO(app, async_mode="threading", message_queue=config.get("MESSAGE_QUEUE"),
+                        max_http_buffer_size=MAX_TRANSPORT_BYTES)
     journey = Journey(protocol, storage, teammates, config.get("CLOCK", time.time),
                       lambda code, event, payload: socketio.emit(event, payload, to=code))
     app.extensions["study"] = journey
-    sockets.register(socketio, journey)
+    app.extensions["connections"] = sockets.register(socketio, journey)
     app.register_blueprint(participant.blueprint)
     app.register_blueprint(experimenter.blueprint)
+    console.init_app(app)
     journey.recover()
     if app.config["SCHEDULER"]:
         scheduler = Scheduler(journey)

@@ -39,7 +39,7 @@ class RateLimiter:
         now = self.clock()
         with self.lock:
             tokens, last = self.buckets.get(key, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+            tokens = min(float(self.burst), tokens + max(0.0, now - last) * self.rate)
             allowed = tokens >= 1.0
             self.buckets[key] = (tokens - 1.0 if allowed else tokens, now)
             return allowed
@@ -54,11 +54,12 @@ def payload_size(payload: Any) -> int:
 
 
 class Admission:
-    """The check the journey runs on every participant message (``Journey.admit``)."""
+    """The check the journey runs on every participant message before anything else; rates
+    are measured on the journey's clock, so tests with a fake clock see what they set."""
 
-    def __init__(self, storage: Any, limiter: RateLimiter | None = None) -> None:
+    def __init__(self, storage: Any, clock: Callable[[], float] = time.monotonic) -> None:
         self.storage = storage
-        self.limiter = limiter or RateLimiter()
+        self.limiter = RateLimiter(clock=clock)
 
     def check(self, participant: dict[str, Any], event: str, payload: Any) -> None:
         if payload_size(payload) > MAX_PAYLOAD_BYTES:

@@ -23,6 +23,8 @@ from study.protocol import TASK_NAMES, Protocol, preference_coefficient
 from study.solver import Policy
 from study.storage import Storage, to_json
 from study.web import pages, rounds
+from study.web.admission import Admission
+from study.web.balance import balanced_order
 from study.web.pages import ROUND_STEPS, STEPS, TERMINAL, session_number
 from study.web.rejections import Rejected
 from study.web.targets import matches
@@ -53,6 +55,7 @@ class Journey:
         self.policies: dict[int, Policy] = {}
         self.schedules: dict[int, list[float]] = {}
         self.pushes: list[tuple[str, str, dict[str, Any]]] = []
+        self.admission = Admission(storage, clock)
         for condition in protocol.conditions:
             algorithm_for(condition, teammates.fea_bounds)  # fail at start, not mid-study
 
@@ -86,12 +89,9 @@ class Journey:
                 return code
 
     def _condition_order(self) -> list[str]:
-        """Counterbalancing: the listed order and its reverse alternate by enrolment."""
-        ids = [c.id for c in self.protocol.conditions]
-        if self.protocol.condition_order == "fixed":
-            return ids
-        count = self.storage.one("SELECT count(*) AS n FROM participants")["n"]  # type: ignore[index]
-        return ids if count % 2 == 0 else ids[::-1]
+        """Counterbalancing: the order least held by participants who may still contribute
+        (``study.web.balance``)."""
+        return balanced_order(self.storage, self.protocol)
 
     def _add_external_ids(self, participant: dict[str, Any], ids: dict[str, str]) -> None:
         if not ids or participant["step"] in TERMINAL:
@@ -123,6 +123,7 @@ class Journey:
             try:
                 if participant is None:
                     raise Rejected("not-joined", "send join with a participant code first")
+                self.admission.check(participant, event, payload)  # size, rate, holds
                 msg_id = self._check_message(participant, payload)
                 now = self.clock()
                 with self.storage.event() as db:
