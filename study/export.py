@@ -256,8 +256,8 @@ CODEBOOK: tuple[Table, ...] = (
         Column("action", "TEXT", "what was done",
                allowed="login, login-failed, logout, create-links, pause, resume, abort, flag, "
                        "unflag, note, export"),
-        Column("participant_id", "INTEGER", "the participant concerned, if any (kept after "
-               "withdrawal as part of the audit trail)", allowed="participants.id or empty"),
+        Column("participant_id", "INTEGER", "the participant concerned, if any (a withdrawal "
+               "erases that participant's rows here too)", allowed="participants.id or empty"),
         Column("code", "TEXT", "that participant's code, if any"),
         Column("note", "TEXT", "the experimenter's note", units="<= 2000 characters"),
         Column("detail", "TEXT (JSON)", "what changed: new status, codes and condition "

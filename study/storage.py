@@ -173,6 +173,14 @@ class Storage:
                                    "msg_id": msg_id, "reason": reason, "detail": detail,
                                    "payload": text[:2048], "at": at})
 
+    def _tables_with_participant_rows(self) -> list[str]:
+        """The journey's tables in foreign-key order, then any other table with a
+        ``participant_id`` (the console's notes): a withdrawal leaves nothing behind."""
+        others = [name for name in self.db.table_names()
+                  if name not in (*PARTICIPANT_TABLES, "participants")
+                  and "participant_id" in self.db[name].columns_dict]
+        return [*PARTICIPANT_TABLES, *others]
+
     def erase_participant(self, participant_id: int, keep: dict[str, Any]) -> None:
         """Delete every row of a participant; the participants row keeps only ``keep``
         (its code, protocol and terminal step stay as they are)."""
@@ -180,6 +188,6 @@ class Storage:
                    "finished_at": None, "withdrawn_at": None, "consent": None,
                    "data_consent": None}
         with self.event() as db:
-            for table in PARTICIPANT_TABLES:
+            for table in self._tables_with_participant_rows():
                 db.execute(f"DELETE FROM {table} WHERE participant_id = ?", (participant_id,))
             db["participants"].update(participant_id, {**cleared, **keep})

@@ -68,7 +68,7 @@ class TomlSource:
                         headers.setdefault(name, number)
                 continue
             assigned = _ASSIGNMENT.match(stripped)
-            if assigned and current + _split_key(assigned.group(1)) == table + [key]:
+            if assigned and [*current, *_split_key(assigned.group(1))] == [*table, key]:
                 return number
         return headers.get("self", headers.get("table"))
 

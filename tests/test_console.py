@@ -248,6 +248,21 @@ def test_an_aborted_participant_can_only_withdraw(app):
     assert journey(app).handle("withdraw", "abortee", {"msg_id": "withdraw-01"})["ok"]
 
 
+def test_withdrawal_erases_the_consoles_notes_on_the_participant(app):
+    participant_at_practice(app, "notee1")
+    client, token = logged_in(app)
+    act(client, token, "notee1", "flag", "talked about their job")
+    storage = journey(app).storage
+    pid = storage.participant("notee1")["id"]
+    assert storage.one("SELECT COUNT(*) AS n FROM console_actions WHERE participant_id = ?",
+                       (pid,))["n"] == 1
+    assert journey(app).handle("withdraw", "notee1", {"msg_id": "withdraw-02"})["ok"]
+    for table in ("console_status", "console_actions"):
+        assert storage.one(f"SELECT COUNT(*) AS n FROM {table} WHERE participant_id = ?",
+                           (pid,))["n"] == 0
+    assert storage.participant("notee1")["step"] == "withdrawn"
+
+
 def test_every_experimenter_action_is_logged(app):
     participant_at_practice(app, "flagee1")
     client, token = logged_in(app)

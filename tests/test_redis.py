@@ -24,14 +24,13 @@ from study.bots.servers import ServeProcess, free_port, quick_protocol
 from study.protocol import load_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    shutil.which("redis-server") is None,
-    reason="needs Debian's redis-server (make test installs it)")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def redis_url(tmp_path):
     """A private Redis on a free loopback port, without persistence; stopped afterwards."""
+    assert shutil.which("redis-server"), "needs Debian's redis-server (make test installs it)"
     port = free_port()
     process = subprocess.Popen(
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",

@@ -55,7 +55,7 @@ def make_app(tmp_path: Path, teammates: PoolTeammates, clock: FakeClock,
              protocol: Path = DEMO, **config: Any) -> Any:
     return create_app({"PROTOCOL": protocol, "DATABASE": tmp_path / "study.sqlite",
                        "TEAMMATES": teammates, "CLOCK": clock, "SCHEDULER": False,
-                       "EXPERIMENTER_KEY": "secret-key", **config})
+                       **config})
 
 
 class LiveServer:

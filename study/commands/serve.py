@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 from pathlib import Path
 
 from study.protocol import load_protocol
@@ -25,7 +24,7 @@ def console_password_set() -> bool:
 def register(subcommands: argparse._SubParsersAction) -> None:
     parser = subcommands.add_parser(
         "serve", help="serve the browser study of a protocol",
-        description="Serve the participant pages and the experimenter page of a protocol. "
+        description="Serve the participant pages and the experimenter console of a protocol. "
                     "Builds the protocol's team pool on first use and prints the links.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("protocol", nargs="?", type=Path, default=DEFAULT_PROTOCOL,
@@ -52,16 +51,14 @@ def run(args: argparse.Namespace) -> int:
           f"{args.pools}) ...", flush=True)
     teammates = PoolTeammates.for_protocol(protocol, args.pools)
     database = args.db or Path("var") / f"{protocol.name}.sqlite"
-    key = secrets.token_urlsafe(12)
     app = create_app({"PROTOCOL": args.protocol, "DATABASE": database, "TEAMMATES": teammates,
-                      "EXPERIMENTER_KEY": key, "MESSAGE_QUEUE": args.message_queue,
+                      "MESSAGE_QUEUE": args.message_queue,
                       "SCHEDULER": not args.no_scheduler})
     host = "localhost" if args.host in ("0.0.0.0", "127.0.0.1") else args.host
     base = f"http://{host}:{args.port}"
     print(f"study {protocol.name}: database {database}, pool {teammates.name}")
     print(f"  participant link (new participant): {base}/start")
     print(f"  participant link (with a code):     {base}/p/<code>")
-    print(f"  experimenter:                       {base}/experimenter/{key}")
     print(f"  experimenter console:               {base}/console"
           + ("" if console_password_set() else "  (DEMO MODE: no STUDY_CONSOLE_PASSWORD)"),
           flush=True)

@@ -3,7 +3,7 @@
 Config keys: ``PROTOCOL`` (path, required), ``DATABASE`` (default ``var/<name>.sqlite``),
 ``TEAMMATES`` (a teammate source; default: the protocol's pool, built on first use under
 ``POOL_DIR``), ``CLOCK`` (a function returning epoch seconds; tests inject one),
-``SCHEDULER`` (start the round scheduler thread, default True), ``EXPERIMENTER_KEY``,
+``SCHEDULER`` (start the round scheduler thread, default True),
 ``MESSAGE_QUEUE`` (a Redis URL shared by several server processes, default none),
 ``STUDY_CONSOLE_PASSWORD`` (the experimenter console's; see ``study.web.auth``).
 ``SECRET_KEY`` defaults to ``STUDY_SECRET_KEY`` from the environment (the same on every
@@ -23,7 +23,7 @@ from flask_socketio import SocketIO
 
 from study.protocol import load_protocol
 from study.storage import Storage
-from study.web import console, experimenter, participant, sockets
+from study.web import console, participant, sockets
 from study.web.admission import MAX_TRANSPORT_BYTES
 from study.web.journey import Journey
 from study.web.scheduler import Scheduler
@@ -39,7 +39,7 @@ def create_app(config: dict[str, Any]) -> Flask:
     app = Flask(__name__, template_folder=str(ROOT / "templates"),
                 static_folder=str(ROOT / "static"))
     app.config.update(SECRET_KEY=os.environ.get("STUDY_SECRET_KEY") or secrets.token_hex(16),
-                      EXPERIMENTER_KEY=secrets.token_urlsafe(12), SCHEDULER=True)
+                      SCHEDULER=True)
     app.config.update(config)
     storage = Storage(config.get("DATABASE") or Path("var") / f"{protocol.name}.sqlite")
     teammates = config.get("TEAMMATES") or PoolTeammates.for_protocol(
@@ -51,7 +51,6 @@ def create_app(config: dict[str, Any]) -> Flask:
     app.extensions["study"] = journey
     app.extensions["connections"] = sockets.register(socketio, journey)
     app.register_blueprint(participant.blueprint)
-    app.register_blueprint(experimenter.blueprint)
     console.init_app(app)
     journey.recover()
     if app.config["SCHEDULER"]:
