@@ -11,22 +11,13 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from web_support import DEMO, FakeClock
 
 from study.protocol import load_protocol
 from study.web import console, create_app
 from study.web.teammate import PoolTeammates
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "protocols" / "demo.toml"
 PASSWORD = "correct horse battery staple"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_750_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +27,7 @@ def teammates(tmp_path_factory):
 
 def make_app(tmp_path: Path, teammates, password: str | None = PASSWORD):
     config = {"PROTOCOL": DEMO, "DATABASE": tmp_path / "study.sqlite", "TEAMMATES": teammates,
-              "CLOCK": Clock(), "SCHEDULER": False, "TESTING": True}
+              "CLOCK": FakeClock(), "SCHEDULER": False, "TESTING": True}
     if password is not None:
         config["STUDY_CONSOLE_PASSWORD"] = password
     app = create_app(config)

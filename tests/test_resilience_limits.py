@@ -5,9 +5,9 @@ floods are refused with a logged reason, and nothing else in the database change
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import pytest
+from web_support import DEMO, FakeClock
 
 from study.bots.client import AckLog, Connection, _Lost
 from study.bots.servers import ThreadServer
@@ -18,17 +18,6 @@ from study.web.admission import BURST, MAX_PAYLOAD_BYTES, MAX_TRANSPORT_BYTES
 from study.web.targets import letters_target
 from study.web.teammate import PoolTeammates
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "protocols" / "demo.toml"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_750_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
 
 @pytest.fixture(scope="module")
 def teammates(tmp_path_factory):
@@ -38,7 +27,7 @@ def teammates(tmp_path_factory):
 @pytest.fixture
 def app(tmp_path, teammates):
     return create_app({"PROTOCOL": DEMO, "DATABASE": tmp_path / "study.sqlite",
-                       "TEAMMATES": teammates, "CLOCK": Clock(), "SCHEDULER": False})
+                       "TEAMMATES": teammates, "CLOCK": FakeClock(), "SCHEDULER": False})
 
 
 class Tab:
