@@ -31,7 +31,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def browser():
-    assert Path(CHROMIUM).exists(), "Chromium is missing: run `make browser`"
+    assert Path(CHROMIUM).exists(), "Chromium is missing: run `make system-packages`"
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
@@ -46,8 +46,8 @@ class Participant:
         self.shots = shots
         self.made: dict[str, int] = {}
 
-    def shot(self, name: str) -> None:
-        if self.shots is not None:
+    def shot(self, name: str | None) -> None:
+        if self.shots is not None and name is not None:
             self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
 
     def step(self, name: str, timeout: float = 30_000) -> None:
@@ -58,6 +58,21 @@ class Participant:
 
     def rate(self, item: str, value: int) -> None:
         self.page.click(f'[data-item="{item}"] .likert-point:nth-child({value}) .dot')
+
+    def reach_practice(self, ratings: dict[str, int], shots: bool = False) -> None:
+        """Consent, read the themes and rate them: every step before practice."""
+        self.step("consent")
+        self.shot("01-consent" if shots else None)
+        self.click("agree")
+        self.step("themes")
+        self.shot("02-themes" if shots else None)
+        self.click("continue")
+        self.step("preferences")
+        for theme, rating in ratings.items():
+            self.rate(theme, rating)
+        self.shot("03-preferences" if shots else None)
+        self.click("continue")
+        self.step("practice")
 
     def drag_letter(self, letter: str) -> None:
         self.page.locator(".tray").scroll_into_view_if_needed()
@@ -125,18 +140,7 @@ def test_a_participant_completes_the_demo_study(server: LiveServer, browser, tmp
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     you = Participant(page, screenshot_directory(tmp_path))
     page.goto(f"{server.url}/p/browser-1?PROLIFIC_PID=pp-77&STUDY_ID=st-3")
-    you.step("consent")
-    you.shot("01-consent")
-    you.click("agree")
-    you.step("themes")
-    you.shot("02-themes")
-    you.click("continue")
-    you.step("preferences")
-    you.rate("ravens", 6)
-    you.rate("steelers", 2)
-    you.shot("03-preferences")
-    you.click("continue")
-    you.step("practice")
+    you.reach_practice({"ravens": 6, "steelers": 2}, shots=True)
     you.shot("04-practice-ready")
     practice = [you.play_round("practice", 1, "05-practice-squares" if n == 1 else
                                "06-practice-letters" if n == 3 else None) for n in range(1, 5)]
@@ -216,15 +220,7 @@ def test_a_refresh_mid_round_resumes_the_same_round(server: LiveServer, browser)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     you = Participant(page, None)
     page.goto(f"{server.url}/p/refresh-1")
-    you.step("consent")
-    you.click("agree")
-    you.step("themes")
-    you.click("continue")
-    you.step("preferences")
-    you.rate("ravens", 3)
-    you.rate("steelers", 5)
-    you.click("continue")
-    you.step("practice")
+    you.reach_practice({"ravens": 3, "steelers": 5})
     you.click("start-round")
     page.wait_for_selector(".bakery .cookie")
     before = page.locator(".bakery")
