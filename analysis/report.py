@@ -334,7 +334,8 @@ def _figure_html(caption: str, png: Path) -> str:
 
 
 STYLE = """
-body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; color: #222; }
+body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em;
+  color: #222; }
 h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
 table.table { border-collapse: collapse; font-size: 0.82em; margin: 0.5em 0 1.5em; }
 table.table th, table.table td { padding: 2px 8px; border-bottom: 1px solid #eee;
