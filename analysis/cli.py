@@ -14,9 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import load, report, sessions, tradeoff
-from study.model import InvalidInput
+from study.cli import run_command
 from study.pool.store import read_metadata
-from study.tomlsource import ProtocolError
 
 
 def _pair(text: str) -> tuple[float, float]:
@@ -112,12 +111,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.handler(args) or 0)
-    except (InvalidInput, ProtocolError) as error:
-        print(f"analysis: error: {error}", file=sys.stderr)
-        return 2
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":

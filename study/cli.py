@@ -30,14 +30,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
+    """Parse, run the chosen handler, and turn refused input into one line and exit code 2
+    (shared by the ``study`` and ``analysis`` commands)."""
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
     except (InvalidInput, ProtocolError) as error:
-        print(f"study: error: {error}", file=sys.stderr)
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":
