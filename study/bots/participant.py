@@ -62,6 +62,17 @@ class Profile:
     preferences: tuple[float, float] = (0.7, 0.3)
     behaviour: Behaviour = BEHAVIOURS["fast"]
     seed: int = 0
+    stop_at: str | None = None  # leave the study here: "STEP" or "STEP:ROUNDS" played
+
+
+def stop_point_reached(stop_at: str | None, state: State) -> bool:
+    """Whether a bot that leaves at ``stop_at`` leaves now: on reaching the step, or on a
+    round step once that many of its rounds are over (``session-2:1``)."""
+    step, _, rounds = (stop_at or "").partition(":")
+    if state.get("step") != step:
+        return False
+    current = state.get("round") or {}
+    return not rounds or (not current.get("running") and (current.get("next") or 1) > int(rounds))
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,7 @@ class Bot:
         try:
             state = self.connection.open(self.patience)
             while (state["step"] not in TERMINAL_STEPS and not self.stop()
+                   and not stop_point_reached(self.profile.stop_at, state)
                    and time.monotonic() - started < max_seconds):
                 self._note(state["step"])
                 state = self.act(state)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from study.bots import BEHAVIOURS, StudyFacts, bot_codes, profile_for, run_swarm
@@ -32,6 +33,10 @@ def register(subcommands: argparse._SubParsersAction) -> None:
     parser.add_argument("--protocol", type=Path,
                         help="the served protocol file, for its reference speeds "
                              "(default: those of the shipped protocols)")
+    parser.add_argument("--stop-at", default="",
+                        help="comma-separated points where bots leave the study, cycled over "
+                             "the bots: a step (session-2), a round step after that many "
+                             "rounds (session-1:2), or - to go to the end")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bots' profiles")
     parser.add_argument("--max-seconds", type=float, default=3600.0,
                         help="stop every bot after this long")
@@ -46,6 +51,17 @@ def behaviours_from(text: str) -> list[str]:
     if not names or unknown:
         raise InvalidInput("--behaviour", text, f"choose from {', '.join(BEHAVIOURS)}")
     return names
+
+
+def stop_points_from(text: str) -> list[str | None]:
+    """``--stop-at`` as one stop point per bot pattern; ``-`` (or nothing) is no stop."""
+    points: list[str | None] = []
+    for part in (part.strip() for part in text.split(",")):
+        rounds = part.partition(":")[2]
+        if rounds and not rounds.isdigit():
+            raise InvalidInput("--stop-at", text, f"{part!r}: rounds must be a number")
+        points.append(None if part in ("", "-") else part)
+    return points
 
 
 def codes_from(path: Path, count: int) -> list[str]:
@@ -79,7 +95,9 @@ def run(args: argparse.Namespace) -> int:
     count = args.participants
     codes = codes_from(args.codes, count) if args.codes else bot_codes(count)
     behaviours = list(itertools.islice(itertools.cycle(names), count))
-    profiles = [profile_for(i, b, args.seed) for i, b in enumerate(behaviours)]
+    stops = itertools.cycle(stop_points_from(args.stop_at))
+    profiles = [replace(profile_for(i, b, args.seed), stop_at=next(stops))
+                for i, b in enumerate(behaviours)]
     result = run_swarm(args.url, codes, profiles, facts=facts_from(args.protocol),
                        max_seconds=args.max_seconds, stagger=args.stagger)
     print(result.summary())
