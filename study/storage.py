@@ -19,6 +19,8 @@ from typing import Any
 import sqlite_utils
 
 REAL, INT, TEXT = float, int, str
+# How long a write waits for another process's transaction before it gives up.
+BUSY_TIMEOUT_SECONDS = 30
 
 # table -> (columns, not-null columns, foreign keys, unique column groups)
 SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[list[str]]]] = {
@@ -108,7 +110,8 @@ class Storage:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        connection = sqlite3.connect(str(self.path), check_same_thread=False,
+                                     timeout=BUSY_TIMEOUT_SECONDS)
         self.db = sqlite_utils.Database(connection)
         self.lock = threading.RLock()
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -117,7 +120,7 @@ class Storage:
         self.create_schema()
 
     def create_schema(self) -> None:
-        with self.lock, self.db.atomic():
+        with self.event():
             for name, (columns, not_null, foreign_keys, uniques) in SCHEMA.items():
                 pk = "participant_id" if name == "teammates" else "id"
                 self.db[name].create(columns, pk=pk, not_null=not_null,
@@ -134,9 +137,25 @@ class Storage:
 
     @contextlib.contextmanager
     def event(self) -> Iterator[sqlite_utils.Database]:
-        """One event: everything inside commits together, or nothing does."""
-        with self.lock, self.db.atomic():
-            yield self.db
+        """One event: everything inside commits together, or nothing does.
+
+        The outermost event takes SQLite's write lock up front (``BEGIN IMMEDIATE``), so a
+        read-then-write never fails half way because another process wrote in between: it
+        waits its turn for up to the busy timeout instead. Nested events are savepoints.
+        """
+        with self.lock:
+            if self.db.conn.in_transaction:
+                with self.db.atomic():
+                    yield self.db
+                return
+            self.db.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                if self.db.conn.in_transaction:
+                    self.db.conn.execute("ROLLBACK")
+                raise
+            self.db.conn.execute("COMMIT")
 
     # --- reading ------------------------------------------------------------------------
 

@@ -2,7 +2,6 @@
 chunking or the workers (Dask included), rejection sampling, metadata and reuse."""
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -212,13 +211,10 @@ def test_study2_pool_keeps_the_three_team_types_in_about_equal_parts(tmp_path):
     assert np.allclose(shares[:3], 1 / 3, atol=0.03)
 
 
-def test_ensure_pool_builds_once_and_the_demo_is_fast(tmp_path):
+def test_ensure_pool_builds_once(tmp_path):
     spec = PoolSpec.from_protocol(PROTOCOLS / "demo.toml")
-    started = time.perf_counter()
     path = ensure_pool(spec, tmp_path, progress=False)
-    elapsed = time.perf_counter() - started
     assert path.exists() and spec.digest()[:16] in path.name
-    assert elapsed < 3.0, f"demo pool took {elapsed:.2f} s"
     modified = path.stat().st_mtime_ns
     assert ensure_pool(spec, tmp_path) == path
     assert path.stat().st_mtime_ns == modified

@@ -1,6 +1,5 @@
 """Choosing the agent teammate: exact nearest neighbour under the filter and the role."""
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -116,16 +115,3 @@ def test_participant_coefficients_are_checked(study2):
 def test_fea_bounds_come_from_the_metadata(study2):
     spec = PoolSpec.from_protocol(PROTOCOLS / "study2.toml")
     assert study2.fea_bounds == (spec.fea.lo, spec.fea.hi)
-
-
-def test_a_query_takes_well_under_5_ms(study1):
-    every_team = TeammateFilter()
-    study1.index(every_team)
-    rng = np.random.default_rng(3)
-    times = []
-    for _ in range(200):
-        c, p = rng.uniform(0, 1, 2), rng.uniform(0, 1, 2)
-        started = time.perf_counter()
-        study1.match(c, p, filter=every_team)
-        times.append(time.perf_counter() - started)
-    assert np.median(times) < 0.005
