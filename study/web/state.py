@@ -1,0 +1,84 @@
+"""The state the participant's page shows, rebuilt from the database."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from study.protocol import TASK_NAMES, Protocol
+from study.storage import Storage
+from study.web import pages, rounds
+from study.web.pages import ROUND_STEPS, STEPS, session_number
+
+
+class PageState:
+    """``Journey.state`` (a mixin: it shares the journey's protocol, database and clock)."""
+
+    protocol: Protocol
+    storage: Storage
+    lock: threading.RLock
+    clock: Callable[[], float]
+
+    def state(self, code: str) -> dict[str, Any]:
+        """Everything the participant's page needs, rebuilt from the database."""
+        with self.lock:
+            participant = self.storage.participant(code)
+            step = participant["step"]  # type: ignore[index]
+            number = ROUND_STEPS.get(step, session_number(step))
+            session = self._session(participant["id"], number) if number else None  # type: ignore[index]
+            robot = session["robot"] if session else None
+            transparency = (self.protocol.condition(session["condition"]).transparency
+                            if session and session["condition"] else "")
+            state = {"code": code, "step": step, "now": self.clock(),
+                     "progress": {"index": STEPS.index(step) if step in STEPS else len(STEPS),
+                                  "total": len(STEPS)},
+                     "page": pages.page(self.protocol, step, robot, transparency),
+                     "robot": {"name": robot} if robot else None, "round": None,
+                     "last_round": self._last_round_summary(participant["id"])}  # type: ignore[index]
+            if step in ROUND_STEPS:
+                state["round"] = self._round_state(self._session(participant["id"],  # type: ignore[index]
+                                                                 ROUND_STEPS[step]))
+            return state
+
+    def _last_round_summary(self, participant_id: int) -> dict[str, Any] | None:
+        row = self.storage.one(
+            "SELECT r.*, s.number AS session_number FROM rounds r JOIN sessions s ON "
+            "s.id = r.session_id WHERE r.participant_id = ? AND r.closed_at IS NOT NULL "
+            "ORDER BY r.closed_at DESC, r.id DESC LIMIT 1", (participant_id,))
+        if row is None:
+            return None
+        return {"session": row["session_number"], "number": row["number"],
+                "task_name": row["task_name"], "cookies": row["participant_cookies"],
+                "teammate_cookies": row["teammate_cookies"] if row["teammate_task_type"]
+                is not None else None}
+
+    def _round_state(self, session: dict[str, Any]) -> dict[str, Any]:
+        last = self._last_round(session["id"])
+        running = last is not None and last["closed_at"] is None
+        held = self.storage.all("SELECT task_type FROM allocations WHERE session_id = ?",
+                                (session["id"],))
+        remaining = list(self.protocol.kits)
+        for row in held:
+            remaining[row["task_type"]] -= 1
+        state: dict[str, Any] = {
+            "session": session["number"], "of": session["rounds"], "running": running,
+            "next": None if running else (last["number"] + 1 if last else 1),
+            "station": remaining if session["kind"] == "collaborative" else None}
+        if running:
+            state.update(self._running_round(last, session))  # type: ignore[arg-type]
+        return state
+
+    def _running_round(self, row: dict[str, Any], session: dict[str, Any]) -> dict[str, Any]:
+        state = {"id": row["id"], "number": row["number"], "started_at": row["started_at"],
+                 "deadline": row["deadline"], "task_type": row["task_type"],
+                 "task_name": row["task_name"], "cookies": row["participant_cookies"],
+                 "target": rounds.target(self.protocol, row["task_type"]), "teammate": None}
+        if row["teammate_task_type"] is not None:
+            times = self._schedule({**row, "session_number": session["number"]})
+            state["teammate"] = {"task_type": row["teammate_task_type"],
+                                 "task_name": TASK_NAMES[row["teammate_task_type"]],
+                                 "cookies": row["teammate_cookies"],
+                                 "next_at": self._next_teammate_cookie(row, times)}
+        return state
+
