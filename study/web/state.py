@@ -79,6 +79,7 @@ class PageState:
             state["teammate"] = {"task_type": row["teammate_task_type"],
                                  "task_name": TASK_NAMES[row["teammate_task_type"]],
                                  "cookies": row["teammate_cookies"],
-                                 "next_at": self._next_teammate_cookie(row, times)}
+                                 "next_at": self._next_teammate_cookie(row, times),
+                                 "times": [row["started_at"] + t for t in times]}
         return state
 
