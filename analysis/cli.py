@@ -9,13 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+from study.cli import add_commands, chosen_command, run_command
 
-from analysis import load, report, sessions, tradeoff
-from study.cli import run_command
-from study.pool.store import read_metadata
+if TYPE_CHECKING:
+    from analysis import load
+
+# pandas, matplotlib and the analysis modules are imported only by the command being run.
+COMMANDS = {"report": "self-contained HTML report with tables and figures",
+            "export": "the tidy data frames as CSV"}
 
 
 def _pair(text: str) -> tuple[float, float]:
@@ -33,13 +38,24 @@ def _weights(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"expected weights like 0,0.5,1, got {text!r}") from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``: the command it names is registered in full."""
     parser = argparse.ArgumentParser(
         prog="analysis", description="Analyse a fair-teaming study database and team pools.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    registers = {"report": _register_report, "export": _register_export}
+    add_commands(commands, COMMANDS, chosen_command(sys.argv[1:] if argv is None else argv,
+                                                    list(COMMANDS)),
+                 lambda name: registers[name](commands))
+    return parser
+
+
+def _register_report(commands: argparse._SubParsersAction) -> None:
+    from analysis import report, tradeoff
+
     defaults = report.ReportOptions()
     make = commands.add_parser(
-        "report", help="self-contained HTML report with tables and figures",
+        "report", help=COMMANDS["report"],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Write DIR/report.html (figures embedded), DIR/figures/*.png|svg and "
                     "DIR/tables/*.csv from the study database DB and, with --pool, the "
@@ -60,18 +76,25 @@ def build_parser() -> argparse.ArgumentParser:
                            f"default: {', '.join(defaults.attributes)})")
     make.add_argument("--seed", type=int, default=0, help="seed of samples and bootstraps")
     make.set_defaults(handler=run_report)
+
+
+def _register_export(commands: argparse._SubParsersAction) -> None:
     export = commands.add_parser(
-        "export", help="the tidy data frames as CSV",
+        "export", help=COMMANDS["export"],
         description="Write every tidy frame (participants, sessions, rounds, allocations, "
                     "cookies, answers, practice, teammates) and the per-session outcomes "
                     "and fairness over time as CSV, with metadata.json.")
     export.add_argument("database", type=Path, metavar="DB", help="the study's SQLite file")
     export.add_argument("--out", type=Path, required=True, help="output folder")
     export.set_defaults(handler=run_export)
-    return parser
 
 
 def run_report(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from analysis import load, report
+    from study.pool.store import read_metadata
+
     defaults = report.ReportOptions()
     data = load.load(args.database)
     pool = record = None
@@ -89,6 +112,8 @@ def run_report(args: argparse.Namespace) -> int:
 
 def export_frames(data: load.StudyData, out: Path) -> list[Path]:
     """Every tidy frame and the derived per-session frames as CSV, plus the metadata."""
+    from analysis import sessions
+
     out.mkdir(parents=True, exist_ok=True)
     frames = dict(data.frames())
     if not data.participants.empty:
@@ -105,13 +130,15 @@ def export_frames(data: load.StudyData, out: Path) -> list[Path]:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from analysis import load
+
     paths = export_frames(load.load(args.database), args.out)
     print(f"{len(paths)} tables written to {args.out}")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), argv)
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(build_parser(argv), argv)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,13 @@ from study.model import all_metrics, goal_reward, state_space
 from study.pool import PoolSpec, build_pool, ensure_pool
 from study.pool.sampling import SAMPLING_BLOCK, sample_teams
 from study.pool.store import coefficients_of, read_metadata, team_type_codes_of
-from study.pool.teamtypes import TEAM_TYPES, team_type_codes
+from study.pool.teamtypes import (
+    TEAM_TYPES,
+    best_type,
+    comparative_advantage,
+    most_capable_human,
+    team_type_codes,
+)
 from study.solver import goal_rewards, reference_action_table, solve_batch
 
 PROTOCOLS = Path(__file__).resolve().parent.parent / "protocols"
@@ -105,7 +111,17 @@ def test_rounds_types_and_most_capable_human(small):
     assert (codes == team_type_codes(c, p)).all()
     assert set(np.unique(codes)) == set(range(len(TEAM_TYPES)))
     top = table.column("most_capable_human").to_numpy()
-    assert (c.max(axis=2)[np.arange(len(c)), top] == c.max(axis=(1, 2))).all()
+    assert (top == most_capable_human(c)).all()
+    # Efficient gives the team's best type to the most capable human in every round
+    # (MODEL.md), unless the two advantages tie
+    best = best_type(c)
+    advantage = np.sort(comparative_advantage(c), axis=1)
+    clear = advantage[:, 1] - advantage[:, 0] > 1e-9
+    held = np.stack([np.stack([table.column(f"efficient_goal_{i}_{j}").to_numpy()
+                               for j in range(2)], 1) for i in range(2)], 1)
+    rows = np.arange(len(c))
+    assert clear.mean() > 0.99
+    assert (held[rows, top, best][clear] == 8).all()
     goal_0 = np.stack([table.column(f"efficient_goal_0_{j}").to_numpy() for j in range(2)], 1)
     expected = goal_0[np.arange(len(c)), np.argmax(c[:, 0], axis=1)]
     assert (table.column("efficient_rounds_capable_0").to_numpy() == expected).all()

@@ -1,15 +1,20 @@
-"""The shipped Study #1 spec reproduces the paper's Simulation Study #1 at a CI size.
+"""The shipped specs reproduce the paper's Simulation Studies #1 and #2 at a CI size.
 
-The paper: 7,072 of 500,000 teams with a fair gap above 0.60, split 74.97% / 22.14% /
+Study #1: 7,072 of 500,000 teams with a fair gap above 0.60, split 74.97% / 22.14% /
 2.8% over [0.60,0.70) / [0.70,0.80) / [0.80,0.90]. At 50,000 teams the count and the
 split must lie within 4 binomial standard deviations of those figures.
+
+Study #2 (section 7.1.1): under Efficient, in Mixed teams, the most capable human gets
+their best type in every round and the other human never gets theirs.
 """
 
+import json
 import math
 from pathlib import Path
 
 import pytest
 
+from study.cli import main
 from study.pool import PoolSpec, build_pool
 from study.pool.summary import summarize
 
@@ -48,3 +53,25 @@ def test_efficiency_gap_bins_cover_every_selected_team(study1):
     rows = study1["efficiency_gap_bins"]
     assert sum(row["teams"] for row in rows) == study1["selected"]
     assert [row["bin"] for row in rows] == ["[-0.10, 0.00]", "[-0.50, -0.10)", "below -0.50"]
+
+
+@pytest.fixture(scope="module")
+def study2(tmp_path_factory):
+    out = tmp_path_factory.mktemp("study2") / "pool.parquet"
+    assert main(["pool", "build", str(PROTOCOLS / "study2.toml"), "--out", str(out),
+                 "--teams", "20000"]) == 0
+    return out
+
+
+def test_study2_efficient_gives_the_most_capable_human_their_best_type_in_mixed_teams(
+        study2, capsys):
+    capsys.readouterr()
+    assert main(["pool", "summary", str(study2), "--json"]) == 0
+    mixed = json.loads(capsys.readouterr().out)["study2"]["mixed"]
+    assert mixed["teams"] > 5_000
+    assert mixed["efficient"]["most_capable"]["capable"] == 8.0
+    assert mixed["efficient"]["other"]["capable"] == 0.0
+
+
+def test_the_pool_records_its_reading_of_the_most_capable_human(study2):
+    assert summarize(study2)["pool"]["most_capable_reading"] == "comparative-advantage"

@@ -7,7 +7,15 @@ import pytest
 
 from study.pool import PoolSpec
 from study.pool.spec import Criteria
-from study.pool.teamtypes import TEAM_TYPES, most_capable_human, team_type_codes
+from study.pool.teamtypes import (
+    COMPARATIVE_ADVANTAGE,
+    HIGHEST_COEFFICIENT,
+    TEAM_TYPES,
+    average_ranks,
+    comparative_advantage,
+    most_capable_human,
+    team_type_codes,
+)
 from study.tomlsource import ProtocolError
 
 PROTOCOLS = Path(__file__).resolve().parent.parent / "protocols"
@@ -27,6 +35,11 @@ def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "protocol.toml"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def spec_from(tmp_path: Path, pool_lines: str) -> PoolSpec:
+    """The minimal protocol's spec with more lines under ``[pool]``."""
+    return PoolSpec.from_protocol(write(tmp_path, MINIMAL + pool_lines))
 
 
 def test_study1_spec_is_the_papers_simulation_study_1():
@@ -165,11 +178,50 @@ def test_team_types_follow_model_md():
 
 
 def test_ties_go_to_the_lowest_index():
-    c = np.array([[[0.5, 0.5], [0.5, 0.2]]])
-    assert most_capable_human(c).tolist() == [0]
+    c = np.array([[[0.5, 0.2], [0.5, 0.2]], [[0.4, 0.6], [0.6, 0.4]]])
+    # team 0: equal advantages; team 1: the summed capabilities tie, so t* is type 0
+    assert most_capable_human(c).tolist() == [0, 1]
     # human 0's most capable and most preferred types both tie to type 0: positive
+    c = np.array([[[0.5, 0.5], [0.5, 0.2]]])
     p = np.array([[[0.3, 0.3], [0.9, 0.1]]])
     assert TEAM_TYPES[team_type_codes(c, p)[0]] == "twins"
+
+
+def test_most_capable_human_by_comparative_advantage_or_highest_coefficient():
+    # best type t* = letters (summed 1.75); human 1 has the higher single coefficient
+    # (0.95) but human 0 the larger advantage on letters (0.8 - 0.1 against 0.95 - 0.6)
+    c = np.array([[[0.1, 0.8], [0.6, 0.95]]])
+    assert comparative_advantage(c)[0].tolist() == pytest.approx([0.7, 0.35])
+    assert most_capable_human(c).tolist() == [0]
+    assert most_capable_human(c, COMPARATIVE_ADVANTAGE).tolist() == [0]
+    assert most_capable_human(c, HIGHEST_COEFFICIENT).tolist() == [1]
+    # three types: t* = type 2 (summed 1.5); advantages 0.9 - 0.3 and 0.6 - 0.05
+    c3 = np.array([[[0.5, 0.1, 0.9], [0.0, 0.1, 0.6]]])
+    assert comparative_advantage(c3)[0].tolist() == pytest.approx([0.6, 0.55])
+    with pytest.raises(ValueError, match="unknown reading"):
+        most_capable_human(c, "tallest")
+
+
+def test_the_reading_decides_the_team_type():
+    c = np.array([[[0.1, 0.8], [0.6, 0.95]]])
+    p = np.array([[[0.9, 0.1], [0.1, 0.9]]])   # human 0 negative, human 1 positive
+    assert TEAM_TYPES[team_type_codes(c, p)[0]] == "mixed"
+    assert TEAM_TYPES[team_type_codes(c, p, HIGHEST_COEFFICIENT)[0]] == "mixed-reversed"
+
+
+def test_average_ranks_share_ties_like_spearman():
+    values = np.array([[0.3, 0.1, 0.3, 0.7]])
+    assert average_ranks(values).tolist() == [[2.5, 1.0, 2.5, 4.0]]
+
+
+def test_a_protocol_names_the_reading_and_the_metadata_form_keeps_it(tmp_path):
+    spec = spec_from(tmp_path, 'most_capable_reading = "highest-coefficient"\n')
+    assert spec.most_capable_reading == HIGHEST_COEFFICIENT
+    assert PoolSpec.from_dict(spec.to_dict()).most_capable_reading == HIGHEST_COEFFICIENT
+    assert spec_from(tmp_path, "").most_capable_reading == COMPARATIVE_ADVANTAGE
+    assert spec.digest() != spec_from(tmp_path, "").digest()
+    with pytest.raises(ProtocolError, match=r"pool\.most_capable_reading"):
+        spec_from(tmp_path, 'most_capable_reading = "tallest"\n')
 
 
 def test_more_task_types_use_spearman():

@@ -9,15 +9,15 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from study.pool import NoEligibleTeam, Pool, PoolSpec, TeammateFilter, build_pool
-from study.pool.bounds import derive_bounds, parse_percentiles
-from study.pool.build import DEFAULT_CHUNK
-from study.pool.spec import ROLES
-from study.pool.summary import format_summary, summarize
+from study.pool.spec import DEFAULT_CHUNK, ROLES, PoolSpec, TeammateFilter
 from study.pool.teamtypes import TEAM_TYPES
+
+if TYPE_CHECKING:
+    from study.pool.store import Pool
+
+# Parquet, the k-d tree and the build machinery are imported by the handlers that use them.
 
 
 def register(subcommands: argparse._SubParsersAction) -> None:
@@ -92,6 +92,8 @@ def _numbers(text: str, name: str) -> list[float]:
 
 
 def run_build(args: argparse.Namespace) -> int:
+    from study.pool.build import build_pool
+
     spec = PoolSpec.from_protocol(args.protocol).with_changes(args.teams, args.seed)
     started = time.perf_counter()
     path = build_pool(spec, args.out, chunk=args.chunk, workers=args.workers,
@@ -102,12 +104,16 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_summary(args: argparse.Namespace) -> int:
+    from study.pool.summary import format_summary, summarize
+
     summary = summarize(args.pool)
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
     return 0
 
 
 def run_bounds(args: argparse.Namespace) -> int:
+    from study.pool.bounds import derive_bounds, parse_percentiles
+
     percentiles = parse_percentiles(args.percentiles) if args.percentiles else None
     bounds = derive_bounds(args.pool, percentiles)
     if args.json:
@@ -135,6 +141,11 @@ def _filter_from(args: argparse.Namespace, pool: Pool) -> TeammateFilter:
 
 
 def run_match(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from study.pool.match import NoEligibleTeam
+    from study.pool.store import Pool
+
     pool = Pool.load(args.pool)
     try:
         teammate = _filter_from(args, pool)

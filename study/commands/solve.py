@@ -6,13 +6,15 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-from tqdm import tqdm
 
 from study.model import ALGORITHMS, Algorithm, InvalidInput, Team, all_metrics
 from study.solver import ORDERS, SOLVERS, Policy, solve, solve_batch
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TASK_NAMES = {0: "squares", 1: "letters"}
 COEFFICIENT_COLUMN = re.compile(r"^(c|p)_(\d+)_(\d+)$")
@@ -134,6 +136,8 @@ def coefficients_from_frame(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray
                            "needs columns c_<human>_<type> and p_<human>_<type>")
     humans = 1 + max(int(i) for _, i, _ in found)
     types = 1 + max(int(j) for _, _, j in found)
+    import pandas as pd
+
     arrays = {}
     for kind in ("c", "p"):
         missing = [f"{kind}_{i}_{j}" for i in range(humans) for j in range(types)
@@ -155,6 +159,8 @@ def solve_frame(frame: pd.DataFrame, algorithm: Algorithm, kits: tuple[int, ...]
         goals, plans, rewards = batch.goal_allocations, batch.plans, batch.reward
         actions = batch.space.actions
     else:
+        from tqdm import tqdm
+
         policies = [solve(Team(c[k], p[k]), algorithm, kits, order, solver)
                     for k in tqdm(range(len(frame)), desc=f"{algorithm.name} teams",
                                   disable=not sys.stderr.isatty())]
@@ -178,6 +184,8 @@ def solve_frame(frame: pd.DataFrame, algorithm: Algorithm, kits: tuple[int, ...]
 
 def solve_file(teams: Path, out: Path, algorithm: Algorithm, kits: tuple[int, ...] | None,
                order: str, solver: str) -> None:
+    import pandas as pd
+
     try:
         frame = pd.read_csv(teams)
     except (OSError, pd.errors.ParserError) as error:

@@ -22,11 +22,9 @@ from tqdm import tqdm
 from study.model import InvalidInput, validate_coefficients
 from study.pool.columns import team_columns
 from study.pool.sampling import sample_teams
-from study.pool.spec import PoolSpec
+from study.pool.spec import DEFAULT_CHUNK, PoolSpec
 from study.pool.store import pool_metadata
 from study.pool.teamtypes import TEAM_TYPES
-
-DEFAULT_CHUNK = 65_536
 
 
 def chunk_table(spec: PoolSpec, start: int, stop: int) -> pa.Table:

@@ -81,8 +81,9 @@ def team_columns(spec: PoolSpec, c: np.ndarray, p: np.ndarray) -> dict[str, np.n
     sums = goal_sums(c, p, goal_states)
     metrics = {"E": sums.efficiency(), "F": sums.fairness(), "FE": sums.fair_equity()}
     columns = _coefficient_columns(c, p)
-    columns["team_type"] = team_type_codes(c, p)
-    columns["most_capable_human"] = most_capable_human(c).astype(np.int8)
+    columns["team_type"] = team_type_codes(c, p, spec.most_capable_reading)
+    columns["most_capable_human"] = most_capable_human(c, spec.most_capable_reading).astype(
+        np.int8)
     capable, preferred = most_capable_type(c), most_preferred_type(p)
     positions = {}
     for name in spec.algorithms:

@@ -43,7 +43,8 @@ def _candidates(spec: PoolSpec, rng: np.random.Generator,
 
 def _accepted(spec: PoolSpec, c: np.ndarray, p: np.ndarray) -> np.ndarray:
     """The rejection step of ``pool.accept``: cheap criteria first, the fair gap last."""
-    codes = team_type_codes(c, p) if spec.accept.team_types is not None else None
+    codes = (team_type_codes(c, p, spec.most_capable_reading)
+             if spec.accept.team_types is not None else None)
     keep = spec.accept.coefficient_mask(c, p, codes)
     if spec.accept.fair_gap_above is not None and keep.any():
         survivors = np.flatnonzero(keep)

@@ -19,20 +19,22 @@ from typing import Any
 import numpy as np
 
 from study.model import ALGORITHMS, Algorithm, InvalidInput, validate_kits
-from study.pool.teamtypes import TEAM_TYPES
+from study.pool.teamtypes import COMPARATIVE_ADVANTAGE, MOST_CAPABLE_READINGS, TEAM_TYPES
 from study.tomlsource import ProtocolError, TomlSource
 
 # Bump when the pool file's columns or the sampling scheme change: it is part of the
 # digest, so ``ensure_pool`` never reuses a pool built the old way.
-POOL_FORMAT = 1
+POOL_FORMAT = 2
+# Teams per build task and Parquet row group; it does not change the pool's content.
+DEFAULT_CHUNK = 65_536
 ROLES = ("any", "most-capable", "other")
 DEFAULT_RANGE = (0.01, 0.99)
 
 Intervals = tuple[tuple[tuple[float, float], ...], ...]
 ErrorFactory = Callable[[str, str], ProtocolError]
 
-_POOL_KEYS = ("teams", "seed", "humans", "kits", "algorithms", "sample", "accept", "fea",
-              "teammate")
+_POOL_KEYS = ("teams", "seed", "humans", "kits", "algorithms", "most_capable_reading",
+              "sample", "accept", "fea", "teammate")
 _SAMPLE_KEYS = ("c", "p")
 _CRITERIA_KEYS = ("c", "p", "team_types", "fair_gap_above")
 _FEA_KEYS = ("w", "bounds", "bounds_source")
@@ -144,6 +146,7 @@ class PoolSpec:
     fea: FeaSettings | None
     teammate: TeammateFilter
     name: str = "pool"
+    most_capable_reading: str = COMPARATIVE_ADVANTAGE
 
     @property
     def task_types(self) -> int:
@@ -179,6 +182,7 @@ class PoolSpec:
         data: dict[str, Any] = {
             "teams": self.teams, "seed": self.seed, "humans": self.humans,
             "kits": list(self.kits), "algorithms": list(self.algorithms),
+            "most_capable_reading": self.most_capable_reading,
             "sample": {"c": _nested_lists(self.sample_c), "p": _nested_lists(self.sample_p)},
             "accept": self.accept.to_dict(), "teammate": self.teammate.to_dict(),
         }
@@ -194,9 +198,10 @@ class PoolSpec:
         """A hash of what decides the teams' coefficients alone (not the algorithms, FEA
         bounds or teammate filter), so derived bounds can name the teams they came from."""
         data = self.to_dict()
-        return _hash({"format": POOL_FORMAT,
-                      **{key: data[key] for key in ("teams", "seed", "humans", "kits",
-                                                    "sample", "accept")}})
+        keys = ["teams", "seed", "humans", "kits", "sample", "accept"]
+        if self.accept.team_types is not None:
+            keys.append("most_capable_reading")
+        return _hash({"format": POOL_FORMAT, **{key: data[key] for key in keys}})
 
     def with_changes(self, teams: int | None = None, seed: int | None = None) -> PoolSpec:
         """The same spec with another size or seed (e.g. a CI-sized run)."""
@@ -245,6 +250,10 @@ def parse_pool(data: Mapping[str, Any], error: ErrorFactory, name: str = "pool")
     humans = _whole(data.get("humans", 2), "pool.humans", 2, error)
     kits = _kits(data.get("kits", [8, 8]), humans, error)
     algorithms = _algorithms(data.get("algorithms", list(ALGORITHMS)), error)
+    reading = data.get("most_capable_reading", COMPARATIVE_ADVANTAGE)
+    if reading not in MOST_CAPABLE_READINGS:
+        raise error("pool.most_capable_reading",
+                    f"{reading!r}: expected one of {', '.join(MOST_CAPABLE_READINGS)}")
     shape = (humans, len(kits))
     sample = _table(data, "sample", _SAMPLE_KEYS, error)
     sample_c = _intervals(sample.get("c", list(DEFAULT_RANGE)), "pool.sample.c", shape, error)
@@ -262,7 +271,7 @@ def parse_pool(data: Mapping[str, Any], error: ErrorFactory, name: str = "pool")
                         "the fair gap needs both 'efficient' and 'fair' in pool.algorithms")
     fea = _fea(data, "fea" in algorithms, error)
     return PoolSpec(teams, seed, humans, kits, algorithms, sample_c, sample_p, accept, fea,
-                    teammate, name)
+                    teammate, name, reading)
 
 
 def _check_keys(data: Mapping[str, Any], allowed: tuple[str, ...], where: str,

@@ -43,6 +43,7 @@ def pool_metadata(spec: PoolSpec) -> dict[bytes, bytes]:
         "teams_digest": spec.teams_digest(),
         "teams": spec.teams,
         "seed": spec.seed,
+        "most_capable_reading": spec.most_capable_reading,
         "fea_bounds": None if spec.fea is None else {
             "lo": spec.fea.lo, "hi": spec.fea.hi, "w": spec.fea.w, "source": spec.fea.source},
         "spec": spec.to_dict(),

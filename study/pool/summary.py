@@ -99,6 +99,7 @@ def summarize(path: Path | str) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "pool": {"path": str(path), "name": record["name"], "teams": table.num_rows,
                  "seed": record["seed"], "digest": record["digest"],
+                 "most_capable_reading": record["most_capable_reading"],
                  "fea_bounds": record["fea_bounds"]},
         "study2": study2_table(columns, spec.algorithms, spec.humans),
     }
@@ -111,7 +112,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     """The summary as the paper's two tables in plain text."""
     pool = summary["pool"]
     lines = [f"pool {pool['name']}: {pool['teams']:,} teams, seed {pool['seed']}, "
-             f"digest {pool['digest'][:16]}"]
+             f"digest {pool['digest'][:16]}; most capable human by "
+             f"{pool['most_capable_reading']}"]
     if pool["fea_bounds"]:
         bounds = pool["fea_bounds"]
         lines.append(f"FEA w = {bounds['w']:g}, bounds [{bounds['lo']:.6g}, "

@@ -8,7 +8,6 @@ million candidate teams at once.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
 
 # "mixed-reversed" is MODEL.md's remaining case (the most capable human positively
 # correlated, another negatively): the paper's prior counts it as Mixed, but its Mixed
@@ -16,10 +15,49 @@ from scipy.stats import rankdata
 # keeps the two apart and a protocol says which it means.
 TEAM_TYPES = ("mixed", "twins", "negative", "mixed-reversed")
 
+# Readings of "the most capable human" (MODEL.md, Team types). The first is MODEL.md's
+# and the default; the second is the earlier one, kept so old results can be rebuilt.
+COMPARATIVE_ADVANTAGE = "comparative-advantage"
+HIGHEST_COEFFICIENT = "highest-coefficient"
+MOST_CAPABLE_READINGS = (COMPARATIVE_ADVANTAGE, HIGHEST_COEFFICIENT)
 
-def most_capable_human(c: np.ndarray) -> np.ndarray:
-    """``[B]``: the human with the highest single capability (ties to the lowest index)."""
-    return np.argmax(c.max(axis=-1), axis=-1)
+
+def best_type(c: np.ndarray) -> np.ndarray:
+    """``[B]``: the team's best task type ``t*``, the highest summed capability (ties to
+    the lowest index)."""
+    return np.argmax(c.sum(axis=-2), axis=-1)
+
+
+def comparative_advantage(c: np.ndarray) -> np.ndarray:
+    """``[B, h]``: each human's ``c_i[t*] - mean_{j != t*} c_i[j]`` on the team's best
+    type ``t*``."""
+    types = c.shape[-1]
+    on_best = np.take_along_axis(c, best_type(c)[:, None, None], axis=-1)[..., 0]
+    elsewhere = (c.sum(axis=-1) - on_best) / (types - 1)
+    return on_best - elsewhere
+
+
+def most_capable_human(c: np.ndarray, reading: str = COMPARATIVE_ADVANTAGE) -> np.ndarray:
+    """``[B]``: the most capable human of each team (ties to the lowest index).
+
+    By comparative advantage (MODEL.md): the human with the largest advantage on the
+    team's best type, the one Efficient gives that type to. By highest coefficient: the
+    human with the highest single capability.
+    """
+    if reading == COMPARATIVE_ADVANTAGE:
+        return np.argmax(comparative_advantage(c), axis=-1)
+    if reading == HIGHEST_COEFFICIENT:
+        return np.argmax(c.max(axis=-1), axis=-1)
+    raise ValueError(f"unknown reading of the most capable human: {reading!r}; "
+                     f"expected one of {', '.join(MOST_CAPABLE_READINGS)}")
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks along the last axis, 1-based, ties sharing their average rank (Spearman's
+    ranks). Pairwise comparisons: the last axis is a handful of task types."""
+    below = (values[..., None, :] < values[..., :, None]).sum(axis=-1)
+    equal = (values[..., None, :] == values[..., :, None]).sum(axis=-1)
+    return below + (equal + 1) / 2
 
 
 def positively_correlated(c: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -31,14 +69,15 @@ def positively_correlated(c: np.ndarray, p: np.ndarray) -> np.ndarray:
     """
     if c.shape[-1] == 2:
         return np.argmax(c, axis=-1) == np.argmax(p, axis=-1)
-    rank_c = rankdata(c, axis=-1)
-    rank_p = rankdata(p, axis=-1)
+    rank_c = average_ranks(c)
+    rank_p = average_ranks(p)
     rank_c -= rank_c.mean(axis=-1, keepdims=True)
     rank_p -= rank_p.mean(axis=-1, keepdims=True)
     return (rank_c * rank_p).sum(axis=-1) > 1e-12
 
 
-def team_type_codes(c: np.ndarray, p: np.ndarray) -> np.ndarray:
+def team_type_codes(c: np.ndarray, p: np.ndarray,
+                    reading: str = COMPARATIVE_ADVANTAGE) -> np.ndarray:
     """``[B]`` int8 indices into ``TEAM_TYPES``.
 
     Twins: every human positive. Negative: every human negative. Otherwise Mixed when the
@@ -46,7 +85,7 @@ def team_type_codes(c: np.ndarray, p: np.ndarray) -> np.ndarray:
     exactly MODEL.md's definitions).
     """
     positive = positively_correlated(c, p)
-    top = most_capable_human(c)
+    top = most_capable_human(c, reading)
     top_positive = np.take_along_axis(positive, top[:, None], axis=1)[:, 0]
     codes = np.where(top_positive, TEAM_TYPES.index("mixed-reversed"),
                      TEAM_TYPES.index("mixed")).astype(np.int8)
