@@ -11,6 +11,8 @@ go through the same code.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
@@ -70,7 +72,8 @@ def temporal_summary(gap: np.ndarray, period: int = DEFAULT_PERIOD,
 
 def cumulative_advantage(signed: np.ndarray) -> np.ndarray:
     """``sum_t D_t`` of a signed series (positive favours human 0): later rounds may make
-    up for earlier ones, unlike the anytime gap."""
+    up for earlier ones, unlike the anytime gap. For two humans this is twice Alamdari et
+    al.'s overall unfairness to human 0, ``sum_t (U_0(t) - mean_i U_i(t)) = sum_t D_t / 2``."""
     return np.asarray(signed, dtype=float).sum(axis=-1)
 
 
@@ -137,6 +140,6 @@ def policy_trajectories(c: np.ndarray, p: np.ndarray, algorithm: Algorithm,
         batch = solve_batch(c, p, algorithm, kits)
         return trajectories_from_plans(batch.space, batch.plans)
     teams = tqdm(range(len(c)), desc=f"{algorithm.name} {order}", unit="team",
-                 leave=False, disable=len(c) < 500)
+                 leave=False, disable=len(c) < 500 or not sys.stderr.isatty())
     return np.stack([solve(Team(c[k], p[k]), algorithm, kits, order).trajectory
                      for k in teams])

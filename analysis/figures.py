@@ -159,34 +159,45 @@ def running_fairness_figure(per_round: pd.DataFrame, by: list[str], metric: str,
 
 
 def tradeoff_figure(sweep: pd.DataFrame) -> Figure:
-    """Efficiency against fairness per team group: the FEA weight sweep as a curve per
-    bounds pair, Efficient and Fair as marked ends, the non-dominated points ringed."""
+    """Efficiency against each fairness criterion per team group: the FEA weight sweep as
+    a curve per bounds pair, Efficient and Fair as marked ends, and the non-dominated
+    points ringed on each criterion's own front (top: fair reward ``1 - |F|``, the Fair
+    policy's; bottom: mean ``|FE|``, the fair-equity FEA trades efficiency for)."""
     groups = list(dict.fromkeys(sweep["group"]))
-    figure, axes = _panels(len(groups), 4.6, 4.0)
-    for axis, group in zip(axes, groups, strict=True):
+    columns = min(len(groups), 4)
+    figure, axes = plt.subplots(2, columns, figsize=(4.4 * columns, 7.6), squeeze=False)
+    criteria = (("fair_reward", "on_front_F", "mean fair reward 1 - |F|"),
+                ("abs_FE", "on_front_FE", "mean |FE| (lower: fairer equity)"))
+    for column, group in enumerate(groups[:columns]):
         part = sweep[sweep["group"] == group]
-        fea = part[part["algorithm"] == "fea"]
-        for k, ((lo, hi), curve) in enumerate(fea.groupby(["lo", "hi"], sort=True)):
-            curve = curve.sort_values("w")
-            axis.plot(curve["fair_reward"], curve["E"], marker=".", color=PALETTE[2 + k],
-                      label=f"FEA, bounds {lo:g}..{hi:g}")
-            for _, point in curve.iloc[[0, -1]].iterrows():
-                axis.annotate(f"w={point['w']:g}", (point["fair_reward"], point["E"]),
-                              fontsize=7, xytext=(3, 3), textcoords="offset points")
-        for name, marker in (("efficient", "s"), ("fair", "D")):
-            point = part[part["algorithm"] == name]
-            axis.scatter(point["fair_reward"], point["E"], marker=marker, s=60, zorder=3,
-                         color=COLOURS[name], label=name.title())
-        front = part[part["on_front"]]
-        axis.scatter(front["fair_reward"], front["E"], s=140, facecolors="none",
-                     edgecolors="black", linewidths=0.7, label="non-dominated")
-        axis.set_title(f"{group} ({int(part['teams'].iloc[0]):,} teams)")
-        axis.set_xlabel("mean fair reward 1 - |F|")
-        axis.set_ylabel("mean efficiency E")
-    axes[0].legend(frameon=False, fontsize=7, loc="lower left")
+        for row, (x, front, label) in enumerate(criteria):
+            _tradeoff_panel(axes[row, column], part, x, front)
+            axes[row, column].set_xlabel(label)
+            axes[row, column].set_title(f"{group} ({int(part['teams'].iloc[0]):,} teams)")
+        axes[1, column].invert_xaxis()
+    axes[0, 0].legend(frameon=False, fontsize=7, loc="lower left")
     figure.suptitle("Fairness-efficiency trade-off of FEA's weight")
     figure.tight_layout()
     return figure
+
+
+def _tradeoff_panel(axis: plt.Axes, part: pd.DataFrame, x: str, front: str) -> None:
+    fea = part[part["algorithm"] == "fea"]
+    for k, ((lo, hi), curve) in enumerate(fea.groupby(["lo", "hi"], sort=True)):
+        curve = curve.sort_values("w")
+        axis.plot(curve[x], curve["E"], marker=".", color=PALETTE[2 + k],
+                  label=f"FEA, bounds {lo:g}..{hi:g}")
+        for _, point in curve.iloc[[0, -1]].iterrows():
+            axis.annotate(f"w={point['w']:g}", (point[x], point["E"]), fontsize=7,
+                          xytext=(3, 3), textcoords="offset points")
+    for name, marker in (("efficient", "s"), ("fair", "D")):
+        point = part[part["algorithm"] == name]
+        axis.scatter(point[x], point["E"], marker=marker, s=60, zorder=3,
+                     color=COLOURS[name], label=name.title())
+    ringed = part[part[front]]
+    axis.scatter(ringed[x], ringed["E"], s=140, facecolors="none", edgecolors="black",
+                 linewidths=0.7, label="non-dominated")
+    axis.set_ylabel("mean efficiency E")
 
 
 def parity_figure(differences: pd.DataFrame, title: str) -> Figure:

@@ -4,7 +4,9 @@ Groups are team types, roles (participant or agent teammate, most capable or not
 recorded participant attribute. With a handful of participants per study these numbers
 are descriptive, so every difference carries a percentile bootstrap interval rather than
 a test; with ``pair_by`` the groups are compared within units (e.g. the participant and
-the agent of one session), as La Malfa et al.'s matched demographic parity asks.
+the agent of one session): a paired comparison. It is not La Malfa et al.'s matched
+demographic parity, which pairs members equal in every other attribute; the participant
+and the agent of a session differ in capability and preference.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ beside every point because they decide what FEA does (MODEL.md).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from itertools import product
 
@@ -17,7 +18,7 @@ from tqdm import tqdm
 from study.model import Algorithm, all_metrics
 from study.solver import solve_batch
 
-DEFAULT_WEIGHTS = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
+DEFAULT_WEIGHTS = tuple(round(k / 10, 1) for k in range(11))
 ALL_TEAMS = "all"
 
 
@@ -51,8 +52,10 @@ def sweep(c: np.ndarray, p: np.ndarray, groups: Sequence[str] | np.ndarray,
 
     Returns one row per algorithm setting and group (``"all"`` included) with ``w``,
     ``lo``, ``hi`` (NaN for Efficient and Fair), mean ``E``, ``fair_reward``, ``abs_FE``,
-    ``price_of_fairness`` and ``on_front``: whether no other setting of the group is at
-    least as efficient and as fair (by ``fair_reward``) and better in one.
+    ``price_of_fairness`` and two fronts, one per fairness criterion: ``on_front_F``
+    (no other setting of the group is at least as efficient and as fair by
+    ``fair_reward``, the Fair policy's criterion, and better in one) and ``on_front_FE``
+    (the same with fair-equity, a smaller ``abs_FE``: what FEA trades efficiency for).
     """
     groups = np.asarray(groups)
     efficient = goal_outcomes(c, p, Algorithm("efficient"), kits)
@@ -63,14 +66,16 @@ def sweep(c: np.ndarray, p: np.ndarray, groups: Sequence[str] | np.ndarray,
     rows += _summarise(goal_outcomes(c, p, Algorithm("fair"), kits), best, groups,
                        {"algorithm": "fair", "w": nan, "lo": nan, "hi": nan})
     grid = list(product(bounds, weights))
-    for (lo, hi), w in tqdm(grid, desc="FEA sweep", unit="setting", disable=len(grid) < 4):
+    for (lo, hi), w in tqdm(grid, desc="FEA sweep", unit="setting",
+                            disable=len(grid) < 4 or not sys.stderr.isatty()):
         algorithm = Algorithm("fea", w=float(w), lo=float(lo), hi=float(hi))
         rows += _summarise(goal_outcomes(c, p, algorithm, kits), best, groups,
                            {"algorithm": "fea", "w": float(w), "lo": float(lo),
                             "hi": float(hi)})
     frame = pd.DataFrame(rows)
-    frame["on_front"] = frame.groupby("group", group_keys=False)[["E", "fair_reward"]].apply(
-        _non_dominated)
+    by_group = frame.assign(fair_equity=-frame["abs_FE"]).groupby("group", group_keys=False)
+    frame["on_front_F"] = by_group[["E", "fair_reward"]].apply(_non_dominated)
+    frame["on_front_FE"] = by_group[["E", "fair_equity"]].apply(_non_dominated)
     return frame
 
 

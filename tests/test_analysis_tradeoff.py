@@ -62,8 +62,14 @@ def test_front_marks_non_dominated_points():
 def test_sweep_front_keeps_efficient_and_fair_ends(teams):
     c, p, groups = teams
     frame = tradeoff.sweep(c, p, groups, weights=(0.0, 0.5, 1.0), bounds=((0.0, 2.0),))
-    front = frame[frame["on_front"] & (frame["group"] == "all")]
+    front = frame[frame["on_front_F"] & (frame["group"] == "all")]
     assert {"efficient", "fair"} <= set(front["algorithm"])
+    # on fair-equity the ends are Efficient and FEA at w = 0 (pure fair-equity), not Fair
+    everyone = frame[frame["group"] == "all"]
+    front_fe = everyone[everyone["on_front_FE"]]
+    assert "efficient" in set(front_fe["algorithm"])
+    least = everyone.loc[everyone["abs_FE"].idxmin()]
+    assert bool(least["on_front_FE"]) and least["algorithm"] == "fea"
     headline = tradeoff.price_of_fairness(tradeoff.sweep(c, p, groups, weights=(0.7,)))
     assert list(headline["algorithm"].unique()) == ["fair", "fea"]
     assert len(headline) == 6
