@@ -57,7 +57,7 @@ def broken(old: str, new: str) -> tuple[ProtocolError, str]:
 
 @pytest.mark.parametrize(("old", "new", "field", "words"), [
     ('algorithm = "efficient"', 'algorithm = "fastest"', "conditions.0.algorithm", "one of"),
-    ("round_seconds = 8", "round_seconds = -8", "study.round_seconds", "above 0"),
+    ("round_seconds = 8", "round_seconds = -8", "study.round_seconds", "at least 1"),
     ("kits = [2, 2]", "kits = [2, 1]", "study.kits", "multiple"),
     ('practice = ["squares", "squares", "letters", "letters"]',
      'practice = ["squares", "letters", "letters"]', "study.practice", "two squares"),
@@ -73,9 +73,17 @@ def test_errors_name_the_line_and_the_field(old, new, field, words):
                               if line.startswith(new))
 
 
-def test_a_missing_page_is_named():
+def test_a_misspelt_page_is_named_with_a_suggestion():
     error, _ = broken("[pages.debrief]", "[pages.debriefing]")
-    assert error.field == "pages.debrief" and "required" in str(error)
+    assert error.field == "pages.debriefing" and "did you mean 'debrief'?" in str(error)
+
+
+def test_a_missing_page_is_named():
+    start = DEMO_TEXT.index("[pages.debrief]")
+    end = DEMO_TEXT.index("[pages.done]")
+    with pytest.raises(ProtocolError) as caught:
+        parse_protocol(DEMO_TEXT[:start] + DEMO_TEXT[end:], "demo.toml")
+    assert caught.value.field == "pages.debrief" and "required" in str(caught.value)
 
 
 def test_a_missing_item_text_is_named():

@@ -1,0 +1,377 @@
+"""The protocol file's schema: every key, its type and its sane range, in one place.
+
+Pydantic models with ``extra="forbid"``, strict types and finite numbers check the shape
+of a protocol; ``study.protocol`` adds the checks that relate one part to another (names
+that must exist, kits that must agree). The same models publish the JSON Schema
+(``docs/protocol.schema.json``) that TOML editors check a protocol against while typing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    create_model,
+)
+
+from study.model import ALGORITHMS
+
+TASK_NAMES = ("squares", "letters")
+ROUND_ORDERS = ("default", "anytime-fair")
+CONDITION_ORDERS = ("alternate", "fixed")
+PAGES = ("consent", "themes", "practice", "teammate", "intro", "session", "debrief", "done",
+         "declined", "withdrawn", "unmatched")
+EXCLUSION_RULES = ("aborted", "flagged", "failed-manipulation-check", "recovered-capability",
+                   "incomplete")
+# As ``study.pool`` spells them (a test keeps the copies equal; importing the pool
+# package here would load pandas for every protocol read).
+TEAM_TYPES = ("mixed", "twins", "negative", "mixed-reversed")
+ROLES = ("any", "most-capable", "other")
+
+IDENTIFIER_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
+PARAMETER_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 .'-]{0,29}$"
+COLOUR_PATTERN = r"^#[0-9a-fA-F]{6}$"
+INITIALS_PATTERN = r"^[A-Za-z0-9!]{1,4}$"
+VISIBLE = r"\S"
+
+# Readable wording for the patterns above, used in error messages.
+PATTERN_HINTS = {
+    IDENTIFIER_PATTERN: "must be 1 to 40 lower-case letters, digits, '-' or '_', starting "
+                        "with a letter",
+    PARAMETER_PATTERN: "must be a query parameter name: letters, digits or '_', starting "
+                       "with a letter, at most 64",
+    NAME_PATTERN: "must be 1 to 30 letters, digits, spaces, '.', \"'\" or '-'",
+    COLOUR_PATTERN: "must be a colour like #8b4513",
+    INITIALS_PATTERN: "must be 1 to 4 letters, digits or '!'",
+    VISIBLE: "must not be empty",
+}
+
+LIMITS = {"kits_per_type": 64, "pool_teams": 5_000_000, "seconds": 3600,
+          "minutes": 7 * 24 * 60, "items": 60, "text": 20_000}
+
+
+class Strict(BaseModel):
+    """A protocol table: unknown keys, loose types and NaN or infinity are errors."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False,
+                              frozen=True)
+
+
+def _text(max_length: int, description: str, **extra: Any) -> Any:
+    return Field(min_length=1, max_length=max_length, pattern=VISIBLE,
+                 description=description, **extra)
+
+
+def _has_letters(value: str) -> str:
+    if not any(char.isalnum() for char in value):
+        raise ValueError("must hold letters or digits")
+    return value
+
+
+def _web_address(value: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(
+            char.isspace() or ord(char) < 32 for char in value):
+        raise ValueError("must be an http:// or https:// address without spaces")
+    return value
+
+
+def _interval_leaves(value: list[Any]) -> list[Any]:
+    """Pool ranges nest at most three lists deep and hold finite numbers in [0, 1]; their
+    shape (per task type, per human) is checked by ``study.pool``."""
+    def check(node: Any, depth: int) -> None:
+        if isinstance(node, list):
+            if depth >= 3 or not node:
+                raise ValueError("must be [lo, hi], a list of those per task type, or such "
+                                 "lists per human")
+            for child in node:
+                check(child, depth + 1)
+        elif (not isinstance(node, int | float) or isinstance(node, bool)
+              or not math.isfinite(node) or not 0 <= node <= 1):
+            raise ValueError(f"{node!r}: every bound must be a number within [0, 1]")
+    check(value, 0)
+    return value
+
+
+def _one_or_many(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, max_length=40)]
+Seconds = Annotated[float, Field(ge=1, le=LIMITS["seconds"])]
+Minutes = Annotated[float, Field(gt=0, le=LIMITS["minutes"])]
+WebAddress = Annotated[str, Field(max_length=2000, pattern=r"^https?://"),
+                       AfterValidator(_web_address)]
+_INTERVAL_SCHEMA = {"type": "array", "minItems": 2, "maxItems": 2,
+                    "items": {"type": "number", "minimum": 0, "maximum": 1}}
+Intervals = Annotated[
+    list[Any], AfterValidator(_interval_leaves),
+    WithJsonSchema({"anyOf": [
+        _INTERVAL_SCHEMA,
+        {"type": "array", "items": _INTERVAL_SCHEMA},
+        {"type": "array", "items": {"type": "array", "items": _INTERVAL_SCHEMA}}],
+        "description": "[lo, hi] for every coefficient, one [lo, hi] per task type, or "
+                       "one such list per human; bounds within [0, 1]"})]
+TeamTypes = Annotated[list[Literal[TEAM_TYPES]], BeforeValidator(_one_or_many),
+                      Field(min_length=1, max_length=len(TEAM_TYPES))]
+
+
+# --- [study], [cookies], [[themes]], [[conditions]] --------------------------------------
+
+
+class StudySection(Strict):
+    name: Identifier = Field(description="Short identifier; names the database "
+                                         "var/<name>.sqlite and the exported files.")
+    title: str = _text(200, "The study's title, shown on every page.")
+    kits: list[Annotated[int, Field(ge=0, le=LIMITS["kits_per_type"])]] = Field(
+        min_length=2, max_length=2,
+        description="Kits per session for squares and letters; every round gives each of "
+                    "the two humans one kit, so a session has sum(kits) / 2 rounds.")
+    round_seconds: Seconds = Field(description="Length of a collaborative round.")
+    practice_seconds: Seconds = Field(description="Length of a practice round.")
+    practice: list[Literal[TASK_NAMES]] = Field(
+        max_length=20,
+        description="The practice rounds in order; at least two of each task, the second "
+                    "of each measures the capability.")
+    condition_order: Literal[CONDITION_ORDERS] = Field(
+        "alternate", description="alternate: every other participant meets the conditions "
+                                 "in reverse order; fixed: always the listed order.")
+    min_cookie_seconds: float = Field(
+        0.5, ge=0, le=60, description="A cookie finished sooner than this after the previous "
+                                      "one is refused as too fast.")
+
+
+class CookieType(Strict):
+    theme: Identifier = Field(description="The id of the theme decorated on this cookie.")
+    reference_speed: float = Field(gt=0, le=20, description="Cookies per second that count "
+                                                            "as capability 1.")
+
+
+class Cookies(Strict):
+    squares: CookieType
+    letters: CookieType
+
+
+class Theme(Strict):
+    id: Identifier
+    name: str = _text(80, "The theme's name.")
+    text: Annotated[str, AfterValidator(_has_letters)] = _text(
+        24, "Spelled on letters cookies.")
+    initials: str = Field(pattern=INITIALS_PATTERN, description="Drawn on squares cookies.")
+    description: str = _text(2000, "Shown on the themes page.")
+    colour: str = Field("#8b4513", pattern=COLOUR_PATTERN, description="Icing colour.")
+
+
+def _pool_bounds(value: Any) -> Any:
+    return None if value == "pool" else value
+
+
+class Condition(Strict):
+    id: Identifier
+    algorithm: Literal[ALGORITHMS] = Field(description="The allocation algorithm the robot "
+                                                       "runs.")
+    robot: str = Field(pattern=NAME_PATTERN, description="The robot's name, as participants "
+                                                         "see it.")
+    transparency: str = Field("", max_length=2000, description="Text explaining the robot's "
+                                                               "allocations (may be empty).")
+    round_order: Literal[ROUND_ORDERS] = Field(
+        "default", description="Which round of a session gets which allocation.")
+    w: float = Field(0.7, ge=0, le=1, description="FEA only: the weight of efficiency.")
+    fea_bounds: Annotated[
+        Annotated[list[Annotated[float, Field(ge=0, le=1e6)]],
+                  Field(min_length=2, max_length=2)] | None,
+        BeforeValidator(_pool_bounds),
+        WithJsonSchema({"anyOf": [{"const": "pool"},
+                                  {"type": "array", "items": {"type": "number", "minimum": 0},
+                                   "minItems": 2, "maxItems": 2}],
+                        "default": "pool"}),
+    ] = Field(None, description='FEA only: "pool" (the bounds derived from the pool) or [lo, hi].')
+
+
+# --- [pages], [scales], [preferences], [questionnaires] ----------------------------------
+
+
+class Page(Strict):
+    title: str = _text(200, "The page's heading; {robot} names the current robot.")
+    text: str = _text(LIMITS["text"], "The page's text; {robot} names the current robot, "
+                                      "{robot:<condition id>} a given one.")
+
+
+Pages = create_model("Pages", __base__=Strict,
+                     **{name: (Page, Field(description=f"The {name} page.")) for name in PAGES})
+
+
+class Scale(Strict):
+    points: int = Field(ge=2, le=11, description="Number of answer points.")
+    anchors: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        min_length=1, max_length=11, description="Labels spread over the scale, first to "
+                                                 "last; at most one per point.")
+
+
+class Preferences(Strict):
+    title: str = _text(200, "Heading of the theme rating page.")
+    prompt: str = _text(2000, "The question asked for every theme.")
+    scale: Identifier = Field(description="The scale (from [scales]) of the ratings.")
+
+
+class ItemBase(Strict):
+    id: Identifier
+    label: str = Field("", max_length=80, description="Short name used in the analysis.")
+    text: str = _text(2000, "The question.")
+    required: bool = Field(True, description="Whether an answer is required.")
+
+
+class LikertItem(ItemBase):
+    kind: Literal["likert"]
+    scale: Identifier = Field(description="The scale (from [scales]) of the answers.")
+
+
+class ChoiceItem(ItemBase):
+    kind: Literal["choice"]
+    options: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        min_length=2, max_length=20, description="The answers to choose from.")
+
+
+class NumberItem(ItemBase):
+    kind: Literal["number"]
+    min: float = Field(ge=-1e9, le=1e9, description="Smallest accepted answer.")
+    max: float = Field(ge=-1e9, le=1e9, description="Largest accepted answer.")
+
+
+class TextItem(ItemBase):
+    kind: Literal["text"]
+    required: bool = Field(False, description="Whether an answer is required.")
+    max_length: int = Field(2000, ge=1, le=LIMITS["text"], description="Longest answer.")
+
+
+Item = Annotated[LikertItem | ChoiceItem | NumberItem | TextItem, Field(discriminator="kind")]
+ITEM_KINDS = ("likert", "choice", "number", "text")
+
+
+class Questionnaire(Strict):
+    title: str = _text(200, "The questionnaire's heading.")
+    text: str = Field("", max_length=LIMITS["text"], description="Introductory text.")
+    items: list[Item] = Field(min_length=1, max_length=LIMITS["items"])
+
+
+class Questionnaires(Strict):
+    session: Questionnaire = Field(description="Asked after each session, about its robot.")
+    post: Questionnaire = Field(description="Asked once, after both sessions.")
+
+
+# --- [recruitment], [analysis] -------------------------------------------------------------
+
+
+class Recruitment(Strict):
+    id_parameter: str | None = Field(
+        None, pattern=PARAMETER_PATTERN,
+        description="Query parameter of the start link carrying the platform's participant "
+                    "id (e.g. PROLIFIC_PID); the same id resumes the same participant.")
+    completion_url: WebAddress | None = Field(
+        None, description="Where the done page sends a participant who finished.")
+    return_url: WebAddress | None = Field(
+        None, description="Where a participant who declined, withdrew, was not matched or "
+                          "was aborted is sent back to.")
+    open_enrolment: bool = Field(
+        True, description="Whether an unknown code (or /start) creates a participant; "
+                          "false: links come from the console or a recruitment id.")
+    unconsented_expiry_minutes: Minutes = Field(
+        60, description="An enrolled participant who has not consented by then expires.")
+    binding_idle_minutes: Minutes = Field(
+        30, description="After this idle time another browser may take over a code.")
+
+
+class Analysis(Strict):
+    exclude: list[Literal[EXCLUSION_RULES]] = Field(
+        default_factory=list, max_length=len(EXCLUSION_RULES),
+        description="Exclusion rules applied to every table, figure and test.")
+    keep_completed_sessions_of_incomplete: bool = Field(
+        True, description="Whether a participant who did not finish keeps the sessions they "
+                          "completed in the analysis.")
+    manipulation_check_item: Identifier | None = Field(
+        None, description="Id of the post-study item asking whether the teammate was "
+                          "believed to be a person.")
+
+
+# --- [pool] -----------------------------------------------------------------------------
+
+
+class Sample(Strict):
+    c: Intervals = Field(default_factory=lambda: [0.01, 0.99],
+                         description="Capability ranges sampled uniformly.")
+    p: Intervals = Field(default_factory=lambda: [0.01, 0.99],
+                         description="Preference ranges sampled uniformly.")
+
+
+class Criteria(Strict):
+    c: Intervals | None = Field(None, description="Capability ranges a team must lie in.")
+    p: Intervals | None = Field(None, description="Preference ranges a team must lie in.")
+    team_types: TeamTypes | None = Field(None, description="Team types kept.")
+    fair_gap_above: float | None = Field(None, ge=-1, le=1,
+                                         description="Keep teams whose fair gap exceeds this.")
+
+
+class Teammate(Criteria):
+    role: Literal[ROLES] = Field("any", description="Which member the participant may be.")
+
+
+class Fea(Strict):
+    w: float = Field(0.7, ge=0, le=1, description="FEA's weight of efficiency.")
+    bounds: list[Annotated[float, Field(ge=0, le=1e6)]] = Field(
+        min_length=2, max_length=2, description="[lo, hi] scaling |FE|.")
+    bounds_source: str = _text(500, "Where the bounds came from.")
+
+
+class PoolSection(Strict):
+    teams: int = Field(ge=1, le=LIMITS["pool_teams"], description="Teams in the pool.")
+    seed: int = Field(ge=0, le=2**63 - 1, description="Random seed of the pool.")
+    humans: Literal[2] = Field(2, description="Humans per team (a live study teams two).")
+    kits: list[Annotated[int, Field(ge=0, le=LIMITS["kits_per_type"])]] = Field(
+        default_factory=lambda: [8, 8], min_length=2, max_length=2,
+        description="Kits per task type; must equal [study] kits.")
+    algorithms: list[Literal[ALGORITHMS]] = Field(
+        default_factory=lambda: list(ALGORITHMS), min_length=1, max_length=len(ALGORITHMS),
+        description="Algorithms solved for every pool team.")
+    sample: Sample = Field(default_factory=Sample)
+    accept: Criteria = Field(default_factory=Criteria,
+                             description="Rejection sampling: which drawn teams are kept.")
+    fea: Fea | None = Field(None, description="FEA settings, when fea is among the "
+                                              "algorithms.")
+    teammate: Teammate = Field(default_factory=Teammate,
+                               description="Which pool teams a participant may be matched to.")
+
+
+# --- the file ---------------------------------------------------------------------------
+
+
+class ProtocolFile(Strict):
+    """A study protocol (TOML). See docs/protocol.md."""
+
+    study: StudySection
+    cookies: Cookies
+    themes: list[Theme] = Field(min_length=1, max_length=12)
+    conditions: list[Condition] = Field(min_length=2, max_length=2,
+                                        description="The two robots a participant meets.")
+    pages: Pages  # type: ignore[valid-type]
+    scales: dict[Identifier, Scale] = Field(min_length=1, max_length=20)
+    preferences: Preferences
+    questionnaires: Questionnaires
+    recruitment: Recruitment = Field(default_factory=Recruitment)
+    analysis: Analysis = Field(default_factory=Analysis)
+    pool: PoolSection
+
+
+def json_schema() -> dict[str, Any]:
+    """The published JSON Schema of a protocol file."""
+    schema = ProtocolFile.model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
