@@ -27,7 +27,8 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
     "participants": (
         {"id": INT, "code": TEXT, "protocol": TEXT, "created_at": REAL, "step": TEXT,
          "condition_order": TEXT, "external_ids": TEXT, "consent": TEXT, "consent_at": REAL,
-         "data_consent": TEXT, "finished_at": REAL, "withdrawn_at": REAL},
+         "data_consent": TEXT, "finished_at": REAL, "withdrawn_at": REAL,
+         "robots_identical": INT},
         {"code", "protocol", "created_at", "step"}, [], [["code"]]),
     "steps": (
         {"id": INT, "participant_id": INT, "step": TEXT, "at": REAL},
@@ -44,7 +45,7 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         {"id": INT, "session_id": INT, "participant_id": INT, "number": INT, "task_type": INT,
          "task_name": TEXT, "teammate_task_type": INT, "started_at": REAL, "deadline": REAL,
          "seconds": REAL, "closed_at": REAL, "close_reason": TEXT, "participant_cookies": INT,
-         "teammate_cookies": INT},
+         "teammate_cookies": INT, "alive_until": REAL},
         {"session_id", "participant_id", "number", "task_type", "started_at", "deadline",
          "seconds", "participant_cookies", "teammate_cookies"},
         [("session_id", "sessions"), ("participant_id", "participants")],
@@ -65,6 +66,11 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
          "seconds"},
         [("round_id", "rounds"), ("participant_id", "participants")],
         [["round_id", "actor", "number"]]),
+    "progress": (
+        {"id": INT, "round_id": INT, "participant_id": INT, "cookie": INT, "at": REAL,
+         "placed": INT, "correct": INT, "fraction": REAL, "msg_id": TEXT},
+        {"round_id", "participant_id", "cookie", "at", "placed", "correct", "fraction"},
+        [("round_id", "rounds"), ("participant_id", "participants")], []),
     "answers": (
         {"id": INT, "participant_id": INT, "questionnaire": TEXT, "session_id": INT,
          "condition": TEXT, "item": TEXT, "label": TEXT, "value_number": REAL,
@@ -75,7 +81,8 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
     "measurements": (
         {"id": INT, "participant_id": INT, "kind": TEXT, "task_type": INT, "task_name": TEXT,
          "value": REAL, "round_id": INT, "cookies": INT, "seconds": REAL, "speed": REAL,
-         "reference_speed": REAL, "theme": TEXT, "rating": INT, "at": REAL},
+         "reference_speed": REAL, "theme": TEXT, "rating": INT, "fraction": REAL,
+         "cut_by_downtime": INT, "at": REAL},
         {"participant_id", "kind", "task_type", "value", "at"},
         [("participant_id", "participants"), ("round_id", "rounds")],
         [["participant_id", "kind", "task_type"]]),
@@ -95,9 +102,18 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         {"event", "reason", "at"}, [("participant_id", "participants")], []),
 }
 
+# Tables of the server processes sharing the database (no participant data): which are
+# alive, which one holds the round scheduler's lease, which connections each serves.
+SERVER_SCHEMA: dict[str, tuple[dict[str, type], str]] = {
+    "processes": ({"id": TEXT, "pid": INT, "host": TEXT, "started_at": REAL,
+                   "last_seen": REAL}, "id"),
+    "leases": ({"name": TEXT, "holder": TEXT, "expires_at": REAL, "renewed_at": REAL}, "name"),
+    "connections": ({"sid": TEXT, "process": TEXT, "code": TEXT, "at": REAL}, "sid"),
+}
+
 # Tables holding a participant's data, children before parents (deletion order).
-PARTICIPANT_TABLES = ("cookies", "allocations", "measurements", "answers", "rounds",
-                      "teammates", "sessions", "steps", "messages", "rejections")
+PARTICIPANT_TABLES = ("cookies", "progress", "allocations", "measurements", "answers",
+                      "rounds", "teammates", "sessions", "steps", "messages", "rejections")
 
 
 def to_json(value: Any) -> str:
@@ -120,16 +136,30 @@ class Storage:
         self.create_schema()
 
     def create_schema(self) -> None:
+        """Create what is missing: tables, indexes, and columns added since a database was
+        made (a study continues on its database across upgrades)."""
         with self.event():
             for name, (columns, not_null, foreign_keys, uniques) in SCHEMA.items():
                 pk = "participant_id" if name == "teammates" else "id"
                 self.db[name].create(columns, pk=pk, not_null=not_null,
                                      foreign_keys=foreign_keys, if_not_exists=True)
+                self._add_missing_columns(name, columns)
                 for group in uniques:
                     self.db[name].create_index(group, unique=True, if_not_exists=True)
                 for column, _ in foreign_keys:
                     if [column] not in uniques and column != pk:
                         self.db[name].create_index([column], if_not_exists=True)
+            for name, (columns, pk) in SERVER_SCHEMA.items():
+                self.db[name].create(columns, pk=pk, if_not_exists=True)
+            # The round scheduler's deadline queue: open rounds ordered by deadline.
+            self.db.execute("CREATE INDEX IF NOT EXISTS rounds_open_by_deadline ON "
+                            "rounds(deadline) WHERE closed_at IS NULL")
+
+    def _add_missing_columns(self, table: str, columns: dict[str, type]) -> None:
+        present = self.db[table].columns_dict
+        for column, kind in columns.items():
+            if column not in present:
+                self.db[table].add_column(column, kind)
 
     def close(self) -> None:
         with self.lock:
@@ -205,7 +235,7 @@ class Storage:
         (its code, protocol and terminal step stay as they are)."""
         cleared = {"condition_order": None, "external_ids": None, "consent_at": None,
                    "finished_at": None, "withdrawn_at": None, "consent": None,
-                   "data_consent": None}
+                   "data_consent": None, "robots_identical": None}
         with self.event() as db:
             for table in self._tables_with_participant_rows():
                 db.execute(f"DELETE FROM {table} WHERE participant_id = ?", (participant_id,))

@@ -371,6 +371,13 @@
     work.replaceChildren(round.target.kind === "letters" ? lettersCookie(round) : squaresCookie(round));
   }
 
+  // Every element placed or taken off reports the cookie as now decorated, so the server
+  // measures a practice round continuously (docs/model.md). No retry and no message: a lost
+  // report only leaves the measure on the one before it.
+  function reportProgress(round, content) {
+    socket.emit("progress", { msg_id: messageId(), round_id: round.id, content: content });
+  }
+
   function finishCookie(round, content) {
     send("cookie", { round_id: round.id, content: content });
     const work = document.getElementById("work");
@@ -400,7 +407,7 @@
           group.append(el("span", {
             class: "slot" + (letter ? " filled" : "") + (wrong ? " wrong" : ""),
             title: word[k],
-            onclick: () => { if (letter) { placed.splice(at); drawSlots(); } },
+            onclick: () => { if (letter) { placed.splice(at); drawSlots(); reportProgress(round, placed.join("")); } },
           }, letter || ""));
           index += 1;
         }
@@ -429,6 +436,7 @@
         if (inside && placed.length < target.letters.length && !document.getElementById("work").classList.contains("stopped")) {
           placed.push(letter);
           drawSlots();
+          if (placed.join("") !== target.letters) reportProgress(round, placed.join(""));
         }
       };
       document.addEventListener("pointermove", move);
@@ -455,6 +463,8 @@
         box.classList.toggle("wrong", filled.has(cell) && !wanted.has(cell));
         if (filled.size === wanted.size && [...filled].every((c) => wanted.has(c))) {
           finishCookie(round, [...filled].sort((a, b) => a - b));
+        } else {
+          reportProgress(round, [...filled].sort((a, b) => a - b));
         }
       });
       grid.append(box);

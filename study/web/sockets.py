@@ -2,6 +2,8 @@
 
 A connection is bound to a participant code by ``join`` and the sid only maps to that code;
 the state always comes from the database, so a reconnect (new sid) is just another join.
+Each process also records its connections in the database (``study.web.processes``) so the
+console counts those of every process.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from flask import request
 from flask_socketio import SocketIO, join_room
 
 from study.web.journey import Journey
+from study.web.processes import Processes
 
-EVENTS = ("submit", "start_round", "cookie", "withdraw")
+EVENTS = ("submit", "start_round", "cookie", "progress", "withdraw")
 
 
 class Connections:
@@ -37,7 +40,7 @@ class Connections:
             self.codes.pop(sid, None)
 
 
-def register(socketio: SocketIO, journey: Journey) -> Connections:
+def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Connections:
     connections = Connections()
 
     @socketio.on("join")
@@ -46,11 +49,14 @@ def register(socketio: SocketIO, journey: Journey) -> Connections:
         reply = journey.join(code)
         if reply["ok"]:
             connections.bind(request.sid, code)  # type: ignore[attr-defined]
+            processes.connected(request.sid, code)  # type: ignore[attr-defined]
             join_room(code)
         return reply
 
     @socketio.on("disconnect")
     def on_disconnect(*_: Any) -> None:
+        if connections.code(request.sid) is not None:  # type: ignore[attr-defined]
+            processes.disconnected(request.sid)  # type: ignore[attr-defined]
         connections.drop(request.sid)  # type: ignore[attr-defined]
 
     def handler(event: str) -> Any:

@@ -1,0 +1,126 @@
+"""Partial cookies: every element a participant places is checked against the round's
+target and stored, so a practice round measures speed continuously (``docs/model.md``).
+
+A round's speed counts the cookie left unfinished at the deadline by the fraction of its
+elements placed correctly, so a short round measures the same speed as a long one, and a
+round cut by server downtime is measured over the time the server was up.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from study.protocol import Protocol
+from study.storage import Storage
+from study.web import rounds
+from study.web.pages import ROUND_STEPS
+from study.web.rejections import Rejected
+
+LETTERS_CONTENT = re.compile(r"^[A-Z0-9]{0,64}$")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What is on a cookie: elements placed, how many of them count towards the target,
+    and that count as a share of the target's elements."""
+
+    placed: int
+    correct: int
+    fraction: float
+
+
+def placement(target: dict[str, Any], content: Any) -> Placement:
+    """Check a partial cookie against its target; raises ``Rejected`` on malformed content.
+
+    Letters: the letters placed so far, in order; the correct ones are the prefix that
+    spells the target (a wrong letter and everything after it must come off again).
+    Squares: the boxes filled so far; each wrong box cancels a right one, since clearing it
+    takes a click as well."""
+    if target["kind"] == "letters":
+        if not isinstance(content, str) or not LETTERS_CONTENT.match(content):
+            raise Rejected("malformed", "letters progress is the placed letters, A-Z and 0-9")
+        wanted = target["letters"]
+        correct = next((i for i, (a, b) in enumerate(zip(content, wanted, strict=False))
+                        if a != b), min(len(content), len(wanted)))
+        return Placement(len(content), correct, correct / len(wanted))
+    boxes = target["rows"] * target["cols"]
+    if (not isinstance(content, list) or len(content) > boxes
+            or not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c < boxes
+                       for c in content) or len(set(content)) != len(content)):
+        raise Rejected("malformed", "squares progress is the filled boxes, each once")
+    wanted = set(target["cells"])
+    right = len(wanted.intersection(content))
+    correct = max(0, right - (len(content) - right))
+    return Placement(len(content), correct, correct / len(wanted))
+
+
+@dataclass(frozen=True)
+class RoundSpeed:
+    """The work of one round over the seconds it is measured on."""
+
+    cookies: int
+    fraction: float
+    seconds: float
+    cut_by_downtime: bool
+
+    @property
+    def speed(self) -> float:
+        """Cookies per second, the unfinished cookie counted by its fraction."""
+        return (self.cookies + self.fraction) / self.seconds if self.seconds > 0 else 0.0
+
+    def __add__(self, other: RoundSpeed) -> RoundSpeed:
+        return RoundSpeed(self.cookies + other.cookies, self.fraction + other.fraction,
+                          self.seconds + other.seconds,
+                          self.cut_by_downtime or other.cut_by_downtime)
+
+
+def measured_until(round_row: dict[str, Any]) -> tuple[float, bool]:
+    """The end of a round's measured time and whether downtime cut it: the deadline, or
+    the last moment the server was known to be up (``rounds.alive_until``) if earlier."""
+    alive = round_row.get("alive_until")
+    if alive is not None and alive < round_row["deadline"]:
+        return max(float(alive), round_row["started_at"]), True
+    return round_row["deadline"], False
+
+
+def round_speed(storage: Storage, round_row: dict[str, Any]) -> RoundSpeed:
+    """Finished cookies plus the unfinished cookie's correct fraction, over the measured
+    seconds (``measured_until``); only what the server received in that time counts."""
+    until, cut = measured_until(round_row)
+    cookies = storage.one(
+        "SELECT count(*) AS n FROM cookies WHERE round_id = ? AND actor = 'participant' "
+        "AND finished_at <= ?", (round_row["id"], until))["n"]  # type: ignore[index]
+    last = storage.one(
+        "SELECT fraction FROM progress WHERE round_id = ? AND cookie = ? AND at <= ? "
+        "ORDER BY at DESC, id DESC LIMIT 1", (round_row["id"], cookies + 1, until))
+    fraction = min(1.0, last["fraction"]) if last else 0.0
+    return RoundSpeed(int(cookies), fraction, until - round_row["started_at"], cut)
+
+
+class PartialCookies:
+    """The ``progress`` message of ``Journey`` (a mixin: it shares the journey's protocol
+    and database)."""
+
+    protocol: Protocol
+    storage: Storage
+
+    def _progress(self, participant: dict[str, Any], payload: dict[str, Any],
+                  now: float) -> None:
+        """Store one placed element: the cookie as now decorated, checked on the server."""
+        round_id, content = payload.get("round_id"), payload.get("content")
+        if not isinstance(round_id, int) or isinstance(round_id, bool) or content is None:
+            raise Rejected("malformed", "progress needs round_id (whole number) and content")
+        row = self.storage.one("SELECT * FROM rounds WHERE id = ? AND participant_id = ?",
+                               (round_id, participant["id"]))
+        if row is None or participant["step"] not in ROUND_STEPS:
+            raise Rejected("out-of-order", f"round {round_id} is not this participant's")
+        if row["closed_at"] is not None or now > row["deadline"]:
+            raise Rejected("round-closed", f"round {round_id} ended at {row['deadline']:.3f}")
+        placed = placement(rounds.target(self.protocol, row["task_type"]), content)
+        self.storage.insert("progress", {
+            "round_id": round_id, "participant_id": participant["id"],
+            "cookie": row["participant_cookies"] + 1, "at": now, "placed": placed.placed,
+            "correct": placed.correct, "fraction": placed.fraction,
+            "msg_id": payload["msg_id"]})
