@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 COMMANDS: dict[str, str] = {
     "solve": "optimal allocation plan for one team or a CSV of teams",
     "serve": "serve the browser study of a protocol",
+    "check": "validate a protocol and summarise its study",
     "pool": "build team pools, summarise them, derive FEA bounds, match teammates",
     "bot": "run simulated participants against a running server",
     "export": "export a study database for analysis",

@@ -1,0 +1,143 @@
+"""``study check``: validate a protocol and print a summary of the study it describes.
+
+The check is ``load_protocol``, the same one ``study serve`` runs before it starts, so a
+protocol that passes here is one the server accepts. ``--schema`` writes the protocol's
+JSON Schema (published as ``docs/protocol.schema.json``) for editors that check TOML.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(subcommands: argparse._SubParsersAction) -> None:
+    parser = subcommands.add_parser(
+        "check", help="validate a protocol and summarise its study",
+        description="Validate protocol files (every key, type and range, and how the parts "
+                    "relate) and print the study each describes. Exits 2 with the first "
+                    "problem, named by file, line and field.")
+    parser.add_argument("protocols", nargs="*", type=Path, metavar="PROTOCOL",
+                        help="protocol files to check")
+    parser.add_argument("--schema", nargs="?", const="-", metavar="FILE",
+                        help="write the protocol JSON Schema to FILE (stdout without FILE)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from study.model import InvalidInput
+    from study.protocol import load_protocol
+
+    if args.schema is None and not args.protocols:
+        raise InvalidInput("PROTOCOL", None, "name a protocol file to check, or --schema")
+    if args.schema is not None:
+        write_schema(args.schema)
+    for path in args.protocols:
+        protocol = load_protocol(path)
+        print("\n".join(summary(protocol)))
+    return 0
+
+
+def schema_text() -> str:
+    """The JSON Schema exactly as published in ``docs/protocol.schema.json``."""
+    import json
+
+    from study.protocol_schema import json_schema
+
+    return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def write_schema(target: str) -> None:
+    if target == "-":
+        print(schema_text(), end="")
+    else:
+        Path(target).write_text(schema_text(), encoding="utf-8")
+        print(f"protocol JSON Schema -> {target}")
+
+
+def summary(protocol: Any) -> list[str]:
+    """Readable lines describing the study a valid protocol sets up."""
+    rows = [
+        ("conditions", _conditions(protocol)),
+        ("sessions", _sessions(protocol)),
+        ("practice", _practice(protocol)),
+        ("cookies", "; ".join(f"{c.name}: theme {c.theme}, {c.reference_speed:g} cookies/s "
+                              "= capability 1" for c in protocol.cookies)),
+        ("too fast", f"a cookie within {protocol.min_cookie_seconds:g} s of the previous "
+                     "one is refused"),
+        ("pool", _pool(protocol)),
+        ("recruitment", _recruitment(protocol.recruitment)),
+        ("analysis", _analysis(protocol.analysis)),
+        ("preferences", f"{len(protocol.themes)} themes rated on a "
+                        f"{protocol.preference_scale.points}-point scale"),
+        ("session items", _items(protocol.session_questionnaire)),
+        ("post items", _items(protocol.post_questionnaire)),
+    ]
+    width = max(len(label) for label, _ in rows)
+    return [f"{protocol.path}: valid protocol '{protocol.name}' ({protocol.title})",
+            *(f"  {label:<{width}}  {text}" for label, text in rows)]
+
+
+def _conditions(protocol: Any) -> str:
+    robots = "; ".join(f"{c.id}: Robot {c.robot} runs {c.algorithm}"
+                       + (f" (w {c.w:g})" if c.algorithm == "fea" else "")
+                       for c in protocol.conditions)
+    order = {"alternate": "order alternates between participants",
+             "fixed": "always in this order"}[protocol.condition_order]
+    return f"{robots}; {order}"
+
+
+def _sessions(protocol: Any) -> str:
+    kits = ", ".join(f"{c.name} {k}" for c, k in zip(protocol.cookies, protocol.kits,
+                                                      strict=True))
+    minutes = 2 * protocol.rounds * protocol.round_seconds / 60
+    return (f"2 sessions of {protocol.rounds} rounds x {protocol.round_seconds:g} s "
+            f"({minutes:.1f} min of rounds); kits a session: {kits}")
+
+
+def _practice(protocol: Any) -> str:
+    names = ", ".join(protocol.cookies[t].name for t in protocol.practice)
+    measured = ", ".join(str(n) for n in sorted(protocol.measured_practice_rounds().values()))
+    return (f"{len(protocol.practice)} rounds x {protocol.practice_seconds:g} s: {names} "
+            f"(rounds {measured} measure the capability)")
+
+
+def _pool(protocol: Any) -> str:
+    spec = protocol.pool_spec()
+    parts = [f"{spec.teams:,} teams (seed {spec.seed}), kits {list(spec.kits)}, "
+             f"solved with {', '.join(spec.algorithms)}",
+             f"kept: {spec.accept.describe()}",
+             f"teammate: {spec.teammate.describe()}"]
+    if spec.fea is not None:
+        parts.append(f"FEA w {spec.fea.w:g}, bounds [{spec.fea.lo:.3g}, {spec.fea.hi:.3g}]")
+    return "; ".join(parts)
+
+
+def _recruitment(recruitment: Any) -> str:
+    enrolment = "open enrolment" if recruitment.open_enrolment else (
+        "no open enrolment (links from the console or a recruitment id)")
+    parts = [enrolment,
+             f"id parameter {recruitment.id_parameter or '-'}",
+             f"completion {recruitment.completion_url or '-'}",
+             f"return {recruitment.return_url or '-'}",
+             f"unconsented expire after {recruitment.unconsented_expiry_minutes:g} min",
+             f"a code's browser binding frees after {recruitment.binding_idle_minutes:g} min "
+             "idle"]
+    return "; ".join(parts)
+
+
+def _analysis(analysis: Any) -> str:
+    kept = "kept" if analysis.keep_completed_sessions_of_incomplete else "dropped"
+    return (f"exclude {', '.join(analysis.exclude) or 'nobody'}; completed sessions of "
+            f"incomplete participants {kept}; manipulation check "
+            f"{analysis.manipulation_check_item or '-'}")
+
+
+def _items(questionnaire: Any) -> str:
+    kinds: dict[str, int] = {}
+    for item in questionnaire.items:
+        key = f"{item.scale.points}-point {item.kind}" if item.scale else item.kind
+        kinds[key] = kinds.get(key, 0) + 1
+    counts = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+    return f"{len(questionnaire.items)} ({counts}): {', '.join(i.id for i in questionnaire.items)}"
