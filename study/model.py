@@ -39,8 +39,8 @@ def _as_coefficients(name: str, values: object, shape: tuple[int, ...] | None) -
         raise InvalidInput(name, values, "must have shape [..., humans, task types]")
     if shape is not None and array.shape[-2:] != shape:
         raise InvalidInput(name, values, f"must have shape [..., {shape[0]}, {shape[1]}]")
-    bad = ~np.isfinite(array) | (array < 0) | (array > 1)
-    if bad.any():
+    if not ((array >= 0) & (array <= 1)).all():
+        bad = ~np.isfinite(array) | (array < 0) | (array > 1)
         index = tuple(int(i) for i in np.argwhere(bad)[0])
         raise InvalidInput(f"{name}{list(index)}", float(array[index]),
                            "must be a finite number within [0, 1]")
@@ -147,7 +147,7 @@ class Algorithm:
 #
 # Every metric is a function of three per-human sums: capability-weighted kits, preference-
 # weighted kits and kits. ``HumanSums`` holds them, so a batch can compute the sums once
-# (``sums_over_goals``: every goal of a batch of teams) and derive every metric from them.
+# (``goal_major_sums``: every goal of a batch of teams) and derive every metric from them.
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,8 @@ class HumanSums:
     """Per-human sums from which every metric of MODEL.md follows.
 
     The human axis comes first (``[h, ...]``) so sums and differences over humans are
-    element-wise operations on contiguous arrays.
+    element-wise operations on contiguous arrays. ``kits`` and ``inputs`` may hold
+    size-1 axes where they do not vary (kits per goal, inputs per team).
     """
 
     capability: np.ndarray
@@ -171,33 +172,44 @@ class HumanSums:
             allocation.sum(axis=-1), np.asarray(c, dtype=float).sum(axis=-1))
         return cls(*(np.moveaxis(x, -1, 0) for x in per_human))
 
+    def mean_kits(self) -> np.ndarray:
+        """Kits per human on average, the denominator of every share."""
+        return _total(self.kits) / len(self.kits)
+
     def share(self, weighted: np.ndarray) -> np.ndarray:
         """``a_i^f``: feature-weighted kits over the mean kits per human."""
-        mean_kits = _total(self.kits) / len(self.kits)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return weighted / mean_kits
+            return weighted / self.mean_kits()
 
     def efficiency(self) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
             return _total(self.capability) / _total(self.kits)
 
     def equality_of_capability(self) -> np.ndarray:
-        return _difference(self.share(self.capability))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return _difference(self.capability) / self.mean_kits()
 
     def equality_of_preference(self) -> np.ndarray:
-        return _difference(self.share(self.preference))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return _difference(self.preference) / self.mean_kits()
 
     def fairness(self) -> np.ndarray:
-        return _difference((self.share(self.capability) + self.share(self.preference)) / 2)
+        """``(a^c + a^p) / 2`` compared between humans: the shares' common denominator
+        is taken out of the difference."""
+        both = self.capability + self.preference
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return _difference(both) / (2 * self.mean_kits())
 
     def fair_equity(self) -> np.ndarray:
         return _difference(self.preference / self.inputs)
 
 
 def _total(per_human: np.ndarray) -> np.ndarray:
-    """Sum over the leading human axis."""
-    total = per_human[0].copy()
-    for row in per_human[1:]:
+    """Sum over the leading human axis, in human order."""
+    if len(per_human) == 1:
+        return per_human[0].copy()
+    total = per_human[0] + per_human[1]
+    for row in per_human[2:]:
         total += row
     return total
 
@@ -209,29 +221,55 @@ def _difference(per_human: np.ndarray) -> np.ndarray:
     return per_human.max(axis=0) - per_human.min(axis=0)
 
 
-def sums_over_goals(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:
-    """``HumanSums`` of shape ``[h, B, G]`` for teams ``[B, h, n]`` and goals ``[G, h, n]``.
+def _weighted_goal_major(feature: np.ndarray, goals: np.ndarray) -> np.ndarray:
+    """``[h, G, B]``: ``sum_j feature[b, i, j] * goals[g, i, j]``, summed in ``j`` order."""
+    goal_count, humans, types = goals.shape
+    by_human = np.ascontiguousarray(np.moveaxis(feature, 0, -1))
+    out = np.empty((humans, goal_count, len(feature)))
+    scratch = np.empty((goal_count, len(feature))) if types > 1 else None
+    for i in range(humans):
+        np.multiply(goals[:, i, 0, None], by_human[i, 0], out=out[i])
+        for j in range(1, types):
+            np.multiply(goals[:, i, j, None], by_human[i, j], out=scratch)
+            out[i] += scratch
+    return out
 
-    Element-wise products summed in a fixed order, without a ``[B, G, h, n]``
-    intermediate and without BLAS (whose rounding depends on the batch size): a team's
-    rewards are bit-identical however the teams are chunked.
+
+def goal_major_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:
+    """``HumanSums`` of shape ``[h, G, B]`` for teams ``[B, h, n]`` and goals ``[G, h, n]``.
+
+    Goals first, teams last, so every reduction over goals runs over contiguous rows.
+    Element-wise products summed in a fixed order, without BLAS (whose rounding depends
+    on the batch size): a team's rewards are bit-identical however the teams are chunked.
     """
     goals = np.asarray(goals, dtype=float)
-    humans, types = goals.shape[1], goals.shape[2]
-
-    def weighted(feature: np.ndarray, human: int) -> np.ndarray:
-        total = feature[:, human, 0, None] * goals[None, :, human, 0]
-        for j in range(1, types):
-            total += feature[:, human, j, None] * goals[None, :, human, j]
-        return total
-
-    capability = np.stack([weighted(c, i) for i in range(humans)])
-    preference = np.stack([weighted(p, i) for i in range(humans)])
-    kits = np.broadcast_to(goals.sum(axis=-1).T[:, None, :], capability.shape)
+    kits = goals.sum(axis=-1).T[:, :, None]
     inputs = c[:, :, 0].copy()
-    for j in range(1, types):
+    for j in range(1, c.shape[2]):
         inputs += c[:, :, j]
-    return HumanSums(capability, preference, kits, inputs.T[:, :, None])
+    return HumanSums(_weighted_goal_major(c, goals), _weighted_goal_major(p, goals), kits,
+                     inputs.T[:, None, :])
+
+
+def team_goal_sums(c: np.ndarray, p: np.ndarray, space: StateSpace) -> HumanSums:
+    """``HumanSums`` ``[h, G]`` of one team ``c, p [h, n]``: the numbers of
+    ``goal_major_sums`` for a batch of one, in fewer and smaller steps (the live path)."""
+    products = space.doubled_goal_allocations * np.concatenate((c, p))
+    weighted = products[..., 0] + products[..., 1]
+    inputs = c[:, 0] + c[:, 1]
+    for j in range(2, c.shape[1]):
+        weighted += products[..., j]
+        inputs += c[:, j]
+    humans = len(c)
+    return HumanSums(weighted[:, :humans].T, weighted[:, humans:].T, space.goal_kits,
+                     inputs[:, None])
+
+
+def sums_over_goals(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:
+    """``goal_major_sums`` seen team-first: ``[h, B, G]``."""
+    sums = goal_major_sums(c, p, goals)
+    return HumanSums(*(np.swapaxes(x, 1, 2) for x in (sums.capability, sums.preference,
+                                                       sums.kits, sums.inputs)))
 
 
 def efficiency(c: np.ndarray, allocation: np.ndarray) -> np.ndarray:
@@ -258,7 +296,7 @@ def scale_fair_equity(fe: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """``FE'``: ``|FE|`` mapped onto [0, 1] by the protocol's bounds, clipped."""
     if hi <= lo:
         raise InvalidInput("fea bounds", (lo, hi), "hi must be greater than lo")
-    return np.clip((np.abs(fe) - lo) / (hi - lo), 0.0, 1.0)
+    return np.minimum(np.maximum((np.abs(fe) - lo) / (hi - lo), 0.0), 1.0)
 
 
 def scaled_fair_equity(c: np.ndarray, p: np.ndarray, allocation: np.ndarray,
@@ -355,6 +393,27 @@ class StateSpace:
     def goals(self) -> np.ndarray:
         """State numbers of the goal states, in state order."""
         return np.flatnonzero(self.depth == self.rounds)
+
+    @cached_property
+    def goal_allocations(self) -> np.ndarray:
+        """``[G, h, n]`` floats: the kits each human holds in each goal state."""
+        return self.allocations[self.goals].astype(float)
+
+    @cached_property
+    def doubled_goal_allocations(self) -> np.ndarray:
+        """``[G, 2h, n]``: the goal allocations twice, to weight capabilities and
+        preferences in one product."""
+        return np.concatenate((self.goal_allocations, self.goal_allocations), axis=1)
+
+    @cached_property
+    def goal_kits(self) -> np.ndarray:
+        """``[h, G]``: the kits each human holds in each goal state."""
+        return self.goal_allocations.sum(axis=-1).T
+
+    @cached_property
+    def action_types(self) -> tuple[tuple[int, ...], ...]:
+        """The task type per human of every action, as plain tuples."""
+        return tuple(tuple(int(t) for t in row) for row in self.actions)
 
     @cached_property
     def reachable_goals(self) -> np.ndarray:

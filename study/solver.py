@@ -9,7 +9,7 @@ without building transition arrays. It is vectorised over many teams at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -21,9 +21,10 @@ from study.model import (
     StateSpace,
     Team,
     all_metrics,
+    goal_major_sums,
     reward_from_sums,
     state_space,
-    sums_over_goals,
+    team_goal_sums,
     validate_coefficients,
 )
 
@@ -32,10 +33,21 @@ ORDERS = ("default", "anytime-fair")
 SOLVERS = ("exact", "mdptoolbox")
 
 
+def goal_reward_rows(space: StateSpace, algorithm: Algorithm, c: np.ndarray,
+                     p: np.ndarray) -> np.ndarray:
+    """``[G, B]`` goal rewards, one row per goal state, for teams ``[B, h, n]``."""
+    return reward_from_sums(algorithm, goal_major_sums(c, p, space.goal_allocations))
+
+
 def goal_rewards(space: StateSpace, algorithm: Algorithm, c: np.ndarray,
                  p: np.ndarray) -> np.ndarray:
     """``[B, G]`` goal rewards of every goal state for a batch of teams ``[B, h, n]``."""
-    return reward_from_sums(algorithm, sums_over_goals(c, p, space.allocations[space.goals]))
+    return goal_reward_rows(space, algorithm, c, p).T
+
+
+def team_goal_rewards(space: StateSpace, algorithm: Algorithm, team: Team) -> np.ndarray:
+    """``[G]``: one team's goal rewards, equal to its row of ``goal_rewards``."""
+    return reward_from_sums(algorithm, team_goal_sums(team.c, team.p, space))
 
 
 def best_reachable(space: StateSpace, rewards: np.ndarray) -> np.ndarray:
@@ -65,6 +77,21 @@ def exact_action_table(space: StateSpace, rewards: np.ndarray) -> np.ndarray:
 def optimal_goal_sets(rewards: np.ndarray) -> np.ndarray:
     """``[B, G]`` booleans: the goals whose reward is within the tolerance of the best."""
     return rewards >= rewards.max(axis=-1, keepdims=True) - TIE_TOLERANCE
+
+
+def optimal_goal_masks(rows: np.ndarray) -> np.ndarray:
+    """``[B]`` bit masks (bit ``g`` for goal ``g``) of the goals within the tolerance of
+    the best, from goal-major rewards ``[G, B]`` (at most 63 goals)."""
+    optimal = rows >= rows.max(axis=0) - TIE_TOLERANCE
+    weights = _goal_weights(len(rows))
+    return np.sum(optimal * weights, axis=0, dtype=weights.dtype)
+
+
+@lru_cache(maxsize=64)
+def _goal_weights(count: int) -> np.ndarray:
+    """``[G, 1]``: bit ``g`` for goal ``g``, in the smallest type that holds them."""
+    dtype = np.uint16 if count <= 16 else np.uint64
+    return np.left_shift(dtype(1), np.arange(count, dtype=dtype))[:, None]
 
 
 MAX_GOALS_FOR_LOOKUP = 16
@@ -100,23 +127,27 @@ def _plans_by_goal_set(space: StateSpace) -> tuple[np.ndarray, np.ndarray]:
 
 
 def plan_batch(space: StateSpace, rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``plan_rows`` for team-major rewards ``[B, G]``."""
+    return plan_rows(space, np.asarray(rewards).T)
+
+
+def plan_rows(space: StateSpace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Walk the default-rule policy from the start for a batch of teams.
 
     From the start the robot keeps an optimal goal within reach with its lowest-numbered
     action, so the plan depends only on the set of optimal goals: with few goals every
-    set's plan is computed once and looked up. Returns the actions of each round
-    ``[B, R]`` and the goal reached ``[B]`` as an index into ``space.goals``.
+    set's plan is computed once and looked up. Takes goal-major rewards ``[G, B]``;
+    returns the actions of each round ``[B, R]`` and the goal reached ``[B]`` as an index
+    into ``space.goals``.
     """
     goal_count = len(space.goals)
     if goal_count > 63:
-        return _plan_batch_by_table(space, rewards)
-    targets = (optimal_goal_sets(rewards) * _goal_bits(goal_count)).sum(axis=1,
-                                                                        dtype=np.uint64)
+        return _plan_batch_by_table(space, rows.T)
+    targets = optimal_goal_masks(rows)
     if goal_count > MAX_GOALS_FOR_LOOKUP:
-        return _walk_to_goal_sets(space, targets)
+        return _walk_to_goal_sets(space, targets.astype(np.uint64))
     plans, goals = _plans_by_goal_set(space)
-    index = targets.astype(np.intp)
-    return plans[index], goals[index]
+    return plans[targets], goals[targets]
 
 
 def _plan_batch_by_table(space: StateSpace, rewards: np.ndarray) -> tuple[np.ndarray,
@@ -136,7 +167,12 @@ class BatchSolution:
     algorithm: Algorithm
     plans: np.ndarray
     goal_positions: np.ndarray
-    rewards: np.ndarray
+    goal_rows: np.ndarray
+
+    @property
+    def rewards(self) -> np.ndarray:
+        """``[B, G]``: every goal's reward per team."""
+        return self.goal_rows.T
 
     @property
     def goal_allocations(self) -> np.ndarray:
@@ -145,7 +181,13 @@ class BatchSolution:
 
     @property
     def reward(self) -> np.ndarray:
-        return self.rewards[np.arange(len(self.rewards)), self.goal_positions]
+        return at_positions(self.goal_rows, self.goal_positions)
+
+
+def at_positions(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``rows[positions[b], b]`` for every team ``b`` (``rows`` is goal-major ``[G, B]``)."""
+    flat = positions * rows.shape[1] + np.arange(rows.shape[1])
+    return np.ascontiguousarray(rows).reshape(-1)[flat]
 
 
 def solve_batch(c: np.ndarray, p: np.ndarray, algorithm: Algorithm,
@@ -162,14 +204,14 @@ def solve_batch(c: np.ndarray, p: np.ndarray, algorithm: Algorithm,
     space = state_space(c.shape[1], kits)
     if space.task_types != c.shape[2]:
         raise InvalidInput("kits", list(kits), f"must name {c.shape[2]} task types")
-    rewards = np.empty((len(c), len(space.goals)))
+    rows = np.empty((len(space.goals), len(c)))
     plans = np.empty((len(c), space.rounds), dtype=np.int8)
     goals = np.empty(len(c), dtype=np.intp)
     for start in range(0, len(c), chunk):
         part = slice(start, start + chunk)
-        rewards[part] = goal_rewards(space, algorithm, c[part], p[part])
-        plans[part], goals[part] = plan_batch(space, rewards[part])
-    return BatchSolution(space, algorithm, plans, goals, rewards)
+        rows[:, part] = goal_reward_rows(space, algorithm, c[part], p[part])
+        plans[part], goals[part] = plan_rows(space, rows[:, part])
+    return BatchSolution(space, algorithm, plans, goals, rows)
 
 
 # --- the reference ---------------------------------------------------------------------
@@ -267,17 +309,55 @@ def _best_ordering(space: StateSpace, unfairness: np.ndarray, start: int,
 
 @dataclass(frozen=True)
 class Policy:
-    """An optimal policy for one team and algorithm, to be asked about any state."""
+    """An optimal policy for one team and algorithm, to be asked about any state.
+
+    The plan from the start is looked up by the set of optimal goals, as ``solve_batch``
+    does, so one team and a batch agree; the action table for every other state is
+    computed only when a state off that plan is asked about.
+    """
 
     team: Team
     algorithm: Algorithm
     space: StateSpace
-    table: np.ndarray
+    goal_rewards: np.ndarray
     order: str = "default"
+    reference_table: np.ndarray | None = field(default=None, repr=False)
 
     @cached_property
-    def goal_rewards(self) -> np.ndarray:
-        return goal_rewards(self.space, self.algorithm, self.team.c[None], self.team.p[None])[0]
+    def table(self) -> np.ndarray:
+        """``[S]``: the optimal action in every state (the reference's, if it solved)."""
+        if self.reference_table is not None:
+            return self.reference_table
+        return exact_action_table(self.space, self.goal_rewards[None])[0]
+
+    @cached_property
+    def _start(self) -> tuple[list[int], int]:
+        """The action numbers of the default-order plan from the start state, and the
+        goal it reaches (as an index into ``space.goals``)."""
+        if self.reference_table is not None or len(self.space.goals) > 63:
+            actions = _walk(self.space, self.table)
+            goal = _end_state(self.space, actions)
+            return actions, int(np.searchsorted(self.space.goals, goal))
+        rewards = self.goal_rewards.tolist()
+        threshold = max(rewards) - TIE_TOLERANCE
+        mask = sum(1 << goal for goal, reward in enumerate(rewards) if reward >= threshold)
+        if len(rewards) > MAX_GOALS_FOR_LOOKUP:
+            plans, goals = _walk_to_goal_sets(self.space, np.array([mask], dtype=np.uint64))
+            return plans[0].tolist(), int(goals[0])
+        plans, goals = _plans_by_goal_set(self.space)
+        return plans[mask].tolist(), int(goals[mask])
+
+    @property
+    def start_actions(self) -> list[int]:
+        return self._start[0]
+
+    @cached_property
+    def start_path(self) -> list[int]:
+        """The states the default-order plan passes through, one per depth."""
+        states = [0]
+        for action in self.start_actions:
+            states.append(int(self.space.successor[states[-1], action]))
+        return states
 
     @cached_property
     def running_unfairness(self) -> np.ndarray:
@@ -286,17 +366,25 @@ class Policy:
                                                    self.space.allocations)
         return np.nan_to_num(values, nan=0.0)
 
-    @cached_property
+    @property
     def goal(self) -> int:
         """The goal state the policy reaches from the start."""
-        return _end_state(self.space, _walk(self.space, self.table))
+        return int(self.space.goals[self._start[1]])
+
+    def _default_actions_from(self, state: int) -> list[int]:
+        if state == 0:
+            return self.start_actions
+        depth = int(self.space.depth[state])
+        if self.start_path[depth] == state:
+            return self.start_actions[depth:]
+        return _walk(self.space, self.table, state)
 
     def actions_from(self, state: int) -> list[int]:
         """The action numbers the robot takes from ``state`` until the session ends."""
         if self.order == "anytime-fair" and self.space.reachable_goals[
                 state, int(np.searchsorted(self.space.goals, self.goal))]:
             return _best_ordering(self.space, self.running_unfairness, state, self.goal)
-        return _walk(self.space, self.table, state)
+        return self._default_actions_from(state)
 
     def action(self, allocation: np.ndarray) -> tuple[int, ...]:
         """The kit type each human gets next, given the kits each holds (``[h, n]``)."""
@@ -309,7 +397,8 @@ class Policy:
     @cached_property
     def plan(self) -> list[tuple[int, ...]]:
         """Round by round, the kit type each human gets, from the start state."""
-        return [tuple(int(t) for t in self.space.actions[a]) for a in self.actions_from(0)]
+        types = self.space.action_types
+        return [types[a] for a in self.actions_from(0)]
 
     @cached_property
     def trajectory(self) -> np.ndarray:
@@ -336,7 +425,7 @@ class Policy:
 
     @property
     def reward(self) -> float:
-        return float(self.goal_rewards[int(np.searchsorted(self.space.goals, self.goal))])
+        return float(self.goal_rewards[self._start[1]])
 
 
 def solve(team: Team, algorithm: Algorithm, kits: tuple[int, ...] | None = None,
@@ -346,13 +435,9 @@ def solve(team: Team, algorithm: Algorithm, kits: tuple[int, ...] | None = None,
         raise InvalidInput("order", order, f"must be one of {', '.join(ORDERS)}")
     if solver not in SOLVERS:
         raise InvalidInput("solver", solver, f"must be one of {', '.join(SOLVERS)}")
-    kits = tuple(kits) if kits is not None else (8,) * team.task_types
-    space = state_space(team.humans, kits)
+    space = state_space(team.humans, (8,) * team.task_types if kits is None else tuple(kits))
     if space.task_types != team.task_types:
-        raise InvalidInput("kits", list(kits), f"must name {team.task_types} task types")
-    rewards = goal_rewards(space, algorithm, team.c[None], team.p[None])
-    if solver == "exact":
-        table = exact_action_table(space, rewards)[0]
-    else:
-        table = reference_action_table(space, rewards[0])
-    return Policy(team, algorithm, space, table, order)
+        raise InvalidInput("kits", list(space.kits), f"must name {team.task_types} task types")
+    rewards = team_goal_rewards(space, algorithm, team)
+    table = reference_action_table(space, rewards) if solver == "mdptoolbox" else None
+    return Policy(team, algorithm, space, rewards, order, table)

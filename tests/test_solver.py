@@ -94,6 +94,37 @@ def test_batch_plans_follow_the_per_state_policy():
             assert batch.reward[team] == pytest.approx(policy.reward)
 
 
+@pytest.mark.parametrize(("humans", "kits"), [(2, (8, 8)), (2, (4, 4)), (2, (3, 3, 2)),
+                                            (3, (3, 3, 3)), (2, (6, 6, 6))])
+def test_one_team_equals_its_row_of_the_batch_exactly(humans, kits):
+    """The live path (``solve`` for one team) and ``solve_batch`` give the same rewards to
+    the last bit, the same plan and the same goal."""
+    c, p = random_teams(60, humans, len(kits), seed=21)
+    c[:10] = np.round(c[:10], 1)          # exact ties between goals are common here
+    for algorithm in ALGORITHMS:
+        batch = solve_batch(c, p, algorithm, kits=kits, chunk=17)
+        for team in range(len(c)):
+            policy = solve(Team(c[team], p[team]), algorithm, kits=kits)
+            assert (policy.goal_rewards == batch.rewards[team]).all()
+            assert policy.plan == [tuple(batch.space.actions[a]) for a in batch.plans[team]]
+            assert (policy.goal_allocation == batch.goal_allocations[team]).all()
+            assert policy.reward == batch.reward[team]
+
+
+def test_off_plan_states_follow_the_action_table():
+    team = Team([[0.25, 0.9], [0.3, 0.7]], [[0.9, 0.1], [0.4, 0.6]])
+    policy = solve(team, Algorithm("fair"))
+    table = exact_action_table(policy.space, goal_rewards(policy.space, Algorithm("fair"),
+                                                           team.c[None], team.p[None]))[0]
+    off_plan = [state for state in range(policy.space.size)
+                if state not in policy.start_path
+                and policy.space.depth[state] < policy.space.rounds]
+    assert len(off_plan) > 100
+    for state in off_plan:
+        held = policy.space.allocations[state]
+        assert policy.action(held) == tuple(policy.space.actions[table[state]])
+
+
 def test_batch_result_does_not_depend_on_chunk_size():
     c, p = random_teams(1000, 2, 2, seed=9)
     whole = solve_batch(c, p, Algorithm("fair"), chunk=100_000)
