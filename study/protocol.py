@@ -299,6 +299,8 @@ def _describe(detail: dict[str, Any]) -> str:
         message = schema.PATTERN_HINTS.get(context.get("pattern"), detail["msg"])
     elif kind == "value_error":
         message = str(context.get("error", detail["msg"]))
+    elif kind == "literal_error" and " " not in str(context.get("expected")):
+        message = f"must be {context['expected']}"
     elif kind in _MESSAGES:
         message = _MESSAGES[kind].format(**{key: f"{value:g}" if isinstance(value, float)
                                             else value for key, value in context.items()})

@@ -37,7 +37,8 @@ ROLES = ("any", "most-capable", "other")
 
 IDENTIFIER_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 PARAMETER_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 .'-]{0,29}$"
+NAME_PATTERN = r"^\w[\w .'-]{0,29}$"
+URL_PATTERN = r"^https?://"
 COLOUR_PATTERN = r"^#[0-9a-fA-F]{6}$"
 INITIALS_PATTERN = r"^[A-Za-z0-9!]{1,4}$"
 VISIBLE = r"\S"
@@ -52,6 +53,7 @@ PATTERN_HINTS = {
     COLOUR_PATTERN: "must be a colour like #8b4513",
     INITIALS_PATTERN: "must be 1 to 4 letters, digits or '!'",
     VISIBLE: "must not be empty",
+    URL_PATTERN: "must be an http:// or https:// address",
 }
 
 LIMITS = {"kits_per_type": 64, "pool_teams": 5_000_000, "seconds": 3600,
@@ -110,7 +112,7 @@ def _one_or_many(value: Any) -> Any:
 Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, max_length=40)]
 Seconds = Annotated[float, Field(ge=1, le=LIMITS["seconds"])]
 Minutes = Annotated[float, Field(gt=0, le=LIMITS["minutes"])]
-WebAddress = Annotated[str, Field(max_length=2000, pattern=r"^https?://"),
+WebAddress = Annotated[str, Field(max_length=2000, pattern=URL_PATTERN),
                        AfterValidator(_web_address)]
 _INTERVAL_SCHEMA = {"type": "array", "minItems": 2, "maxItems": 2,
                     "items": {"type": "number", "minimum": 0, "maximum": 1}}

@@ -39,11 +39,21 @@ class Layout:
     deepest: tuple[int, int, str] = (0, 1, "")
 
     def field_at(self, line: int) -> str | None:
-        """The dotted key or header written on ``line`` (a multi-line value counts)."""
+        """The dotted key or header written on ``line`` (a multi-line value counts), if it
+        is spelled like a key at all."""
         for first, last, dotted in self.spans:
             if first <= line <= last:
-                return dotted
+                return dotted if _KEY_LIKE.fullmatch(dotted) else None
         return None
+
+    def start_of_unclosed(self, line: int) -> int:
+        """``line``, or the first line of a value that is never closed and runs on to it
+        (the parser notices an unclosed array only on a later line)."""
+        last_line = max((last for _, last, _ in self.spans), default=line)
+        for first, last, _ in self.spans:
+            if first < line <= last == last_line:
+                return first
+        return line
 
 
 @dataclass(frozen=True)
@@ -66,7 +76,7 @@ class TomlSource:
             raise ProtocolError(path, 1, "file", f"is {len(raw):,} bytes; a protocol is at most "
                                                  f"{MAX_BYTES:,}")
         try:
-            text = raw.decode("utf-8")
+            text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as error:
             raise _not_utf8(path, raw, error) from None
         return cls.parse(text, path)
@@ -82,7 +92,8 @@ class TomlSource:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
-            line = getattr(error, "lineno", None) or _line_from_message(str(error)) or 1
+            line = layout.start_of_unclosed(
+                getattr(error, "lineno", None) or _line_from_message(str(error)) or 1)
             where = layout.field_at(line) or "syntax"
             raise ProtocolError(path, line, where, f"invalid TOML: {error}") from None
         except RecursionError:
@@ -109,6 +120,7 @@ class TomlSource:
         return ProtocolError(self.path, self.line_of(dotted), dotted, message)
 
 
+_KEY_LIKE = re.compile(r"[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*")
 _HEADER = re.compile(r"^(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 
 
@@ -132,12 +144,13 @@ def scan(text: str) -> Layout:
             layout.spans.append((line, line, dotted))
         elif char not in ("", "#", "\n", "\r"):
             equals = _find_equals(text, start, end)
+            key = text[start:equals] if equals >= 0 else text[start:end].split()[0]
+            dotted = ".".join([*current, *_split_key(key)])
+            first = line
             if equals >= 0:
-                dotted = ".".join([*current, *_split_key(text[start:equals])])
                 layout.keys.setdefault(dotted, line)
-                first = line
                 end, line, deepest = _skip_value(text, equals + 1, line, dotted, deepest)
-                layout.spans.append((first, line, dotted))
+            layout.spans.append((first, line, dotted))
         position = end + 1
         line += 1
     return Layout(layout.keys, layout.headers, layout.spans, deepest)
@@ -171,8 +184,9 @@ def _find_equals(text: str, start: int, end: int) -> int:
 def _skip_value(text: str, position: int, line: int, dotted: str,
                 deepest: tuple[int, int, str]) -> tuple[int, int, tuple[int, int, str]]:
     """Walk one value (strings, comments, nested arrays and inline tables) to the newline
-    that ends it; returns that newline's index, the line it is on and the deepest nesting."""
-    depth, size = 0, len(text)
+    that ends it; returns that newline's index, the line it is on and the deepest nesting
+    (with the line where its value starts)."""
+    depth, size, first = 0, len(text), line
     while position < size:
         char = text[position]
         if char == "\n":
@@ -188,7 +202,7 @@ def _skip_value(text: str, position: int, line: int, dotted: str,
         elif char in "[{":
             depth += 1
             if depth > deepest[0]:
-                deepest = (depth, line, dotted)
+                deepest = (depth, first, dotted)
         elif char in "]}":
             depth -= 1
         position += 1
