@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from study.protocol import load_protocol, parse_protocol, preference_coefficient
+from study import protocol_schema as schema
+from study.protocol import (
+    AnalysisRules,
+    Recruitment,
+    load_protocol,
+    parse_protocol,
+    preference_coefficient,
+)
 from study.tomlsource import ProtocolError
 
-PROTOCOLS = Path(__file__).resolve().parents[1] / "protocols"
+ROOT = Path(__file__).resolve().parents[1]
+PROTOCOLS = ROOT / "protocols"
 DEMO_TEXT = (PROTOCOLS / "demo.toml").read_text()
 
 
@@ -44,7 +55,7 @@ def test_study2_has_fea_transparency_and_the_added_item():
 
 def test_the_demo_is_short():
     demo = load_protocol(PROTOCOLS / "demo.toml")
-    assert demo.rounds == 2 and demo.round_seconds <= 10 and demo.practice_seconds <= 10
+    assert demo.rounds == 2 and demo.round_seconds <= 15 and demo.practice_seconds <= 15
 
 
 def broken(old: str, new: str) -> tuple[ProtocolError, str]:
@@ -57,7 +68,7 @@ def broken(old: str, new: str) -> tuple[ProtocolError, str]:
 
 @pytest.mark.parametrize(("old", "new", "field", "words"), [
     ('algorithm = "efficient"', 'algorithm = "fastest"', "conditions.0.algorithm", "one of"),
-    ("round_seconds = 8", "round_seconds = -8", "study.round_seconds", "at least 1"),
+    ("round_seconds = ", "round_seconds = -", "study.round_seconds", "at least 1"),
     ("kits = [2, 2]", "kits = [2, 1]", "study.kits", "multiple"),
     ('practice = ["squares", "squares", "letters", "letters"]',
      'practice = ["squares", "letters", "letters"]', "study.practice", "two squares"),
@@ -109,3 +120,113 @@ def test_errors_in_a_repeated_table_name_the_line_of_that_table(tmp_path):
     assert source.line_of("conditions.1.extra.note") == 12
     assert source.line_of("study.name") == 2
     assert source.line_of("study.missing") == 1
+
+
+def test_sections_added_later_default_to_the_old_behaviour():
+    text = DEMO_TEXT
+    for section in ("[recruitment]", "[analysis]"):
+        start = text.index(section)
+        end = text.index("\n[", start + 1)
+        text = text[:start] + text[end + 1:]
+    protocol = parse_protocol(text, "demo.toml")
+    assert protocol.recruitment == Recruitment()
+    assert protocol.open_enrolment is True and protocol.recruitment.id_parameter is None
+    assert protocol.analysis == AnalysisRules()
+    assert protocol.analysis.keep_completed_sessions_of_incomplete
+
+
+def test_recruitment_and_analysis_are_read():
+    text = DEMO_TEXT.replace("[recruitment]\n", (
+        '[recruitment]\nid_parameter = "PROLIFIC_PID"\n'
+        'completion_url = "https://app.prolific.com/submissions/complete?cc=ABC123"\n'
+        'return_url = "https://app.prolific.com/submissions/complete?cc=NOCONSENT"\n'
+        "unconsented_expiry_minutes = 15\nbinding_idle_minutes = 5.5\n"), 1)
+    text = re.sub(r"(?m)^exclude = .*$", 'exclude = ["aborted", "failed-manipulation-check"]\n'
+                  'manipulation_check_item = "age"', text, count=1)
+    protocol = parse_protocol(text.replace("keep_completed_sessions_of_incomplete = true",
+                                           "keep_completed_sessions_of_incomplete = false"))
+    assert protocol.recruitment == Recruitment(
+        "PROLIFIC_PID", "https://app.prolific.com/submissions/complete?cc=ABC123",
+        "https://app.prolific.com/submissions/complete?cc=NOCONSENT", True, 15.0, 5.5)
+    assert protocol.analysis == AnalysisRules(("aborted", "failed-manipulation-check"), False,
+                                              "age")
+
+
+def test_study1_and_study2_do_not_enrol_unknown_codes():
+    assert [load_protocol(PROTOCOLS / f"{name}.toml").open_enrolment
+            for name in ("demo", "study1", "study2")] == [True, False, False]
+
+
+def test_an_unknown_key_suggests_the_closest_one_at_its_line():
+    error, text = broken("round_seconds = ", "round_secs = ")
+    assert str(error).endswith("study.round_secs: unknown key; did you mean 'round_seconds'?")
+    assert text.splitlines()[error.line - 1].startswith("round_secs")
+
+
+def test_lines_inside_multiline_texts_are_not_taken_for_keys_or_headers():
+    from study.tomlsource import TomlSource
+
+    text = ('[pages.consent]\ntext = """\n[study]\nname = "not a key"\n"""\n'
+            'title = "Welcome"\n\n[study]\nname = "x"\n')
+    source = TomlSource.parse(text)
+    assert source.data["pages"]["consent"]["text"].startswith("[study]")
+    assert (source.line_of("pages.consent.title"), source.line_of("study.name")) == (6, 9)
+    assert source.layout.field_at(4) == "pages.consent.text"
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + DEMO_TEXT.encode())
+    assert load_protocol(path).name == "demo"
+
+
+def test_the_published_schema_is_the_generated_one(capsys):
+    from study.cli import main
+    from study.commands.check import schema_text
+
+    published = (ROOT / "docs" / "protocol.schema.json").read_text(encoding="utf-8")
+    assert published == schema_text(), "regenerate: study check --schema docs/protocol.schema.json"
+    assert main(["check", "--schema"]) == 0
+    assert capsys.readouterr().out == published
+
+
+def test_editors_check_the_same_shape_with_the_json_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / "docs" / "protocol.schema.json").read_text(encoding="utf-8"))
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in sorted(PROTOCOLS.glob("*.toml")):
+        assert list(validator.iter_errors(tomllib.loads(path.read_text()))) == [], path
+    for name in ("typo-study-name", "name-path", "range-pool-ten-billion", "type-kits-text",
+                 "url-javascript", "item-kind-unknown", "typo-pool-sample"):
+        text = (ROOT / "tests" / "protocols_malformed" / f"{name}.toml").read_text()
+        assert list(validator.iter_errors(tomllib.loads(text))), name
+
+
+def test_the_schema_spells_pool_names_as_the_pool_does():
+    from study.pool.spec import ROLES
+    from study.pool.teamtypes import TEAM_TYPES
+
+    assert (schema.TEAM_TYPES, schema.ROLES) == (TEAM_TYPES, ROLES)
+
+
+def test_the_protocol_guide_documents_every_key():
+    guide = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
+    keys = _schema_keys(json.loads((ROOT / "docs" / "protocol.schema.json").read_text()))
+    missing = sorted(key for key in keys if f"`{key}`" not in guide and f"`[{key}" not in guide)
+    assert keys and not missing, missing
+
+
+def _schema_keys(node: object) -> set[str]:
+    """Every property name anywhere in a JSON Schema (page names included)."""
+    keys: set[str] = set()
+    if isinstance(node, dict):
+        for name, value in node.get("properties", {}).items():
+            keys.add(name)
+            keys |= _schema_keys(value)
+        for key, value in node.items():
+            if key != "properties":
+                keys |= _schema_keys(value)
+    elif isinstance(node, list):
+        for value in node:
+            keys |= _schema_keys(value)
+    return keys
