@@ -333,14 +333,40 @@ def all_metrics(c: np.ndarray, p: np.ndarray, allocation: np.ndarray) -> dict[st
     }
 
 
+def first_argmax(values: np.ndarray) -> np.ndarray:
+    """``np.argmax`` over the last axis (ties to the lowest index), as one element-wise
+    pass per entry of that axis: many times faster than ``argmax`` when, as here, the
+    axis is a handful of humans or task types and the batch is large."""
+    values = np.asarray(values)
+    count = values.shape[-1]
+    best = values[..., 0]
+    index = np.zeros(best.shape, dtype=np.intp)
+    for k in range(1, count):
+        candidate = values[..., k]
+        better = candidate > best
+        index = better.astype(np.intp) if k == 1 else np.where(better, k, index)
+        if k < count - 1:
+            best = np.where(better, candidate, best)
+    return index
+
+
+def sum_last(values: np.ndarray) -> np.ndarray:
+    """The sum over a short last axis, in index order (see ``first_argmax``)."""
+    values = np.asarray(values)
+    total = values[..., 0].copy()
+    for k in range(1, values.shape[-1]):
+        total += values[..., k]
+    return total
+
+
 def most_capable_type(c: np.ndarray) -> np.ndarray:
     """Each human's most capable task type (ties to the lowest index)."""
-    return np.argmax(c, axis=-1)
+    return first_argmax(c)
 
 
 def most_preferred_type(p: np.ndarray) -> np.ndarray:
     """Each human's most preferred task type (ties to the lowest index)."""
-    return np.argmax(p, axis=-1)
+    return first_argmax(p)
 
 
 def rounds_on_type(allocation: np.ndarray, types: np.ndarray) -> np.ndarray:

@@ -150,6 +150,14 @@ def plan_rows(space: StateSpace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return plans[targets], goals[targets]
 
 
+def optimal_goal_positions(space: StateSpace, rows: np.ndarray) -> np.ndarray:
+    """``[B]``: the goal ``plan_rows`` reaches (an index into ``space.goals``), without
+    gathering the plans."""
+    if len(space.goals) > MAX_GOALS_FOR_LOOKUP:
+        return plan_rows(space, rows)[1]
+    return _plans_by_goal_set(space)[1][optimal_goal_masks(rows)]
+
+
 def _plan_batch_by_table(space: StateSpace, rewards: np.ndarray) -> tuple[np.ndarray,
                                                                           np.ndarray]:
     """The same walk through full action tables, for spaces with more than 63 goals."""

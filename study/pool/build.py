@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from study.model import InvalidInput, validate_coefficients
-from study.pool.columns import team_columns
+from study.pool.columns import team_column_slices
 from study.pool.sampling import sample_teams
 from study.pool.spec import DEFAULT_CHUNK, PoolSpec
 from study.pool.store import pool_metadata
@@ -31,10 +31,16 @@ def chunk_table(spec: PoolSpec, start: int, stop: int) -> pa.Table:
     """Teams ``start .. stop - 1``: sampled, validated, solved, as an Arrow table."""
     c, p = sample_teams(spec, start, stop)
     validate_coefficients(c, p)
-    columns = team_columns(spec, c, p)
-    arrays = {name: pa.array(values) for name, values in columns.items()}
-    arrays["team_type"] = pa.DictionaryArray.from_arrays(pa.array(columns["team_type"]),
-                                                         pa.array(TEAM_TYPES))
+    slices = team_column_slices(spec, c, p)
+    labels = pa.array(TEAM_TYPES)
+    arrays = {}
+    for name in slices[0]:
+        if name == "team_type":
+            parts = [pa.DictionaryArray.from_arrays(pa.array(part[name]), labels)
+                     for part in slices]
+        else:
+            parts = [pa.array(part[name]) for part in slices]
+        arrays[name] = pa.chunked_array(parts)
     return pa.table(arrays)
 
 

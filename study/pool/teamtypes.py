@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from study.model import first_argmax, sum_last
+
 # "mixed-reversed" is MODEL.md's remaining case (the most capable human positively
 # correlated, another negatively): the paper's prior counts it as Mixed, but its Mixed
 # results describe the most capable human as the negatively correlated one, so the pool
@@ -25,15 +27,18 @@ MOST_CAPABLE_READINGS = (COMPARATIVE_ADVANTAGE, HIGHEST_COEFFICIENT)
 def best_type(c: np.ndarray) -> np.ndarray:
     """``[B]``: the team's best task type ``t*``, the highest summed capability (ties to
     the lowest index)."""
-    return np.argmax(c.sum(axis=-2), axis=-1)
+    return first_argmax(sum_last(np.swapaxes(c, -1, -2)))
 
 
 def comparative_advantage(c: np.ndarray) -> np.ndarray:
     """``[B, h]``: each human's ``c_i[t*] - mean_{j != t*} c_i[j]`` on the team's best
     type ``t*``."""
     types = c.shape[-1]
-    on_best = np.take_along_axis(c, best_type(c)[:, None, None], axis=-1)[..., 0]
-    elsewhere = (c.sum(axis=-1) - on_best) / (types - 1)
+    best = best_type(c)[:, None]
+    on_best = c[..., 0].copy()
+    for j in range(1, types):
+        np.copyto(on_best, c[..., j], where=best == j)
+    elsewhere = (sum_last(c) - on_best) / (types - 1)
     return on_best - elsewhere
 
 
@@ -45,9 +50,9 @@ def most_capable_human(c: np.ndarray, reading: str = COMPARATIVE_ADVANTAGE) -> n
     human with the highest single capability.
     """
     if reading == COMPARATIVE_ADVANTAGE:
-        return np.argmax(comparative_advantage(c), axis=-1)
+        return first_argmax(comparative_advantage(c))
     if reading == HIGHEST_COEFFICIENT:
-        return np.argmax(c.max(axis=-1), axis=-1)
+        return first_argmax(c.max(axis=-1))
     raise ValueError(f"unknown reading of the most capable human: {reading!r}; "
                      f"expected one of {', '.join(MOST_CAPABLE_READINGS)}")
 
@@ -68,7 +73,7 @@ def positively_correlated(c: np.ndarray, p: np.ndarray) -> np.ndarray:
     correlated).
     """
     if c.shape[-1] == 2:
-        return np.argmax(c, axis=-1) == np.argmax(p, axis=-1)
+        return first_argmax(c) == first_argmax(p)
     rank_c = average_ranks(c)
     rank_p = average_ranks(p)
     rank_c -= rank_c.mean(axis=-1, keepdims=True)
@@ -86,9 +91,13 @@ def team_type_codes(c: np.ndarray, p: np.ndarray,
     """
     positive = positively_correlated(c, p)
     top = most_capable_human(c, reading)
-    top_positive = np.take_along_axis(positive, top[:, None], axis=1)[:, 0]
-    codes = np.where(top_positive, TEAM_TYPES.index("mixed-reversed"),
-                     TEAM_TYPES.index("mixed")).astype(np.int8)
-    codes[positive.all(axis=1)] = TEAM_TYPES.index("twins")
-    codes[~positive.any(axis=1)] = TEAM_TYPES.index("negative")
+    top_positive = positive[np.arange(len(top)), top]
+    codes = np.where(top_positive, np.int8(TEAM_TYPES.index("mixed-reversed")),
+                     np.int8(TEAM_TYPES.index("mixed")))
+    every, some = positive[:, 0].copy(), positive[:, 0].copy()
+    for i in range(1, positive.shape[1]):
+        every &= positive[:, i]
+        some |= positive[:, i]
+    codes[every] = TEAM_TYPES.index("twins")
+    codes[~some] = TEAM_TYPES.index("negative")
     return codes
