@@ -313,8 +313,11 @@ def _describe(detail: dict[str, Any]) -> str:
 def _shown(value: Any) -> str:
     if isinstance(value, str):
         return repr(value) if len(value) <= 40 else f"{value[:30]!r}... ({len(value):,} characters)"
-    if isinstance(value, bool | int | float):
-        return str(value).lower() if isinstance(value, bool) else repr(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        shown = repr(value) if abs(value) < 10**40 else f"{float(value):.3g}"
+        return shown
     return ""
 
 

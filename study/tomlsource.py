@@ -98,6 +98,11 @@ class TomlSource:
             raise ProtocolError(path, line, where, f"invalid TOML: {error}") from None
         except RecursionError:
             raise ProtocolError(path, line, dotted or "value", "nests too deep") from None
+        except ValueError as error:  # an integer of more digits than Python converts
+            line = _line_of_long_number(text)
+            message = "is a number too long to read" if line else f"cannot be read: {error}"
+            raise ProtocolError(path, line or 1, layout.field_at(line or 1) or "value",
+                                message) from None
         return cls(Path(path), text, data, layout)
 
     def line_of(self, dotted: str) -> int:
@@ -246,6 +251,11 @@ def _resolve(name: str, is_array: bool, occurrences: dict[str, int]) -> list[str
 
 def _split_key(key: str) -> list[str]:
     return [part.strip().strip("\"'") for part in key.split(".")]
+
+
+def _line_of_long_number(text: str) -> int | None:
+    match = re.search(r"\d[\d_]{999,}", text)
+    return text.count("\n", 0, match.start()) + 1 if match else None
 
 
 def _line_from_message(message: str) -> int | None:
