@@ -131,6 +131,7 @@ class AnalysisRules:
     exclude: tuple[str, ...] = ()
     keep_completed_sessions_of_incomplete: bool = True
     manipulation_check_item: str | None = None
+    manipulation_check_passes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -492,14 +493,22 @@ def _analysis_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
     rules = doc.analysis
     if len(set(rules.exclude)) != len(rules.exclude):
         yield "analysis.exclude", "names a rule twice"
-    item = rules.manipulation_check_item
-    post = [i.id for i in doc.questionnaires.post.items]
-    if item is not None and item not in post:
-        yield "analysis.manipulation_check_item", (f"'{item}' is not a post-study item "
-                                                   f"({', '.join(post)})")
-    if "failed-manipulation-check" in rules.exclude and item is None:
+    post = {item.id: item for item in doc.questionnaires.post.items}
+    item = post.get(rules.manipulation_check_item or "")
+    if rules.manipulation_check_item is not None and item is None:
+        yield "analysis.manipulation_check_item", (
+            f"'{rules.manipulation_check_item}' is not a post-study item ({', '.join(post)})")
+    if "failed-manipulation-check" in rules.exclude and not rules.manipulation_check_passes:
         yield "analysis.exclude", ("'failed-manipulation-check' needs "
-                                   "analysis.manipulation_check_item")
+                                   "analysis.manipulation_check_item and "
+                                   "manipulation_check_passes")
+    if rules.manipulation_check_passes and rules.manipulation_check_item is None:
+        yield "analysis.manipulation_check_passes", "needs analysis.manipulation_check_item"
+    if isinstance(item, schema.ChoiceItem):
+        for index, answer in enumerate(rules.manipulation_check_passes):
+            if answer not in item.options:
+                yield f"analysis.manipulation_check_passes.{index}", (
+                    f"'{answer}' is not an option of {item.id} ({' / '.join(item.options)})")
 
 
 def _pool_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
@@ -546,10 +555,10 @@ def _build(doc: schema.ProtocolFile, path: Path) -> Protocol:
         session_questionnaire=_questionnaire(doc.questionnaires.session, scales),
         post_questionnaire=_questionnaire(doc.questionnaires.post, scales),
         recruitment=_recruitment(doc.recruitment),
-        analysis=AnalysisRules(exclude=tuple(doc.analysis.exclude),
-                               keep_completed_sessions_of_incomplete=(
-                                   doc.analysis.keep_completed_sessions_of_incomplete),
-                               manipulation_check_item=doc.analysis.manipulation_check_item),
+        analysis=AnalysisRules(tuple(doc.analysis.exclude),
+                               doc.analysis.keep_completed_sessions_of_incomplete,
+                               doc.analysis.manipulation_check_item,
+                               tuple(doc.analysis.manipulation_check_passes)),
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import tomllib
 from pathlib import Path
 
@@ -141,15 +140,26 @@ def test_recruitment_and_analysis_are_read():
         'completion_url = "https://app.prolific.com/submissions/complete?cc=ABC123"\n'
         'return_url = "https://app.prolific.com/submissions/complete?cc=NOCONSENT"\n'
         "unconsented_expiry_minutes = 15\nbinding_idle_minutes = 5.5\n"), 1)
-    text = re.sub(r"(?m)^exclude = .*$", 'exclude = ["aborted", "failed-manipulation-check"]\n'
-                  'manipulation_check_item = "age"', text, count=1)
-    protocol = parse_protocol(text.replace("keep_completed_sessions_of_incomplete = true",
-                                           "keep_completed_sessions_of_incomplete = false"))
+    start = text.index("[analysis]\n")
+    text = text[:start] + (
+        '[analysis]\nexclude = ["aborted", "failed-manipulation-check"]\n'
+        "keep_completed_sessions_of_incomplete = false\n"
+        'manipulation_check_item = "age"\nmanipulation_check_passes = ["16", "17"]\n\n'
+    ) + text[text.index("[pool]\n", start):]
+    protocol = parse_protocol(text)
     assert protocol.recruitment == Recruitment(
         "PROLIFIC_PID", "https://app.prolific.com/submissions/complete?cc=ABC123",
         "https://app.prolific.com/submissions/complete?cc=NOCONSENT", True, 15.0, 5.5)
     assert protocol.analysis == AnalysisRules(("aborted", "failed-manipulation-check"), False,
-                                              "age")
+                                              "age", ("16", "17"))
+
+
+def test_the_shipped_studies_declare_their_manipulation_check():
+    for path in sorted(PROTOCOLS.glob("*.toml")):
+        protocol = load_protocol(path)
+        item = next(i for i in protocol.post_questionnaire.items
+                    if i.id == protocol.analysis.manipulation_check_item)
+        assert set(protocol.analysis.manipulation_check_passes) <= set(item.options)
 
 
 def test_study1_and_study2_do_not_enrol_unknown_codes():
