@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from study.model import InvalidInput
@@ -115,3 +116,33 @@ def test_participant_coefficients_are_checked(study2):
 def test_fea_bounds_come_from_the_metadata(study2):
     spec = PoolSpec.from_protocol(PROTOCOLS / "study2.toml")
     assert study2.fea_bounds == (spec.fea.lo, spec.fea.hi)
+
+
+def test_opening_reads_the_metadata_and_matching_only_the_columns_it_needs(tmp_path,
+                                                                           monkeypatch):
+    spec = PoolSpec.from_protocol(PROTOCOLS / "study1.toml").with_changes(teams=20_000)
+    path = build_pool(spec, tmp_path / "pool.parquet", progress=False)
+    requested: list[list[str]] = []
+    streamed = pq.ParquetFile.iter_batches
+
+    def recording(self, *args, columns=None, **kwargs):
+        requested.append(list(columns))
+        return streamed(self, *args, columns=columns, **kwargs)
+
+    def whole_file(*args, **kwargs):
+        raise AssertionError("matching must not read the whole table")
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", recording)
+    monkeypatch.setattr(pq, "read_table", whole_file)
+    pool = Pool.open(path)
+    assert requested == [] and pool.teams == 20_000
+    match = pool.match([0.3, 0.8], [0.9, 0.2])
+    assert len(requested) == 1
+    assert set(requested[0]) == {"c_0_0", "c_0_1", "c_1_0", "c_1_1", "p_0_0", "p_0_1",
+                                 "p_1_0", "p_1_1", "team_type", "most_capable_human",
+                                 "fair_gap"}
+    monkeypatch.undo()
+    again = Pool.load(path).match([0.3, 0.8], [0.9, 0.2])
+    assert (again.team_index, again.participant_human, again.distance) == (
+        match.team_index, match.participant_human, match.distance)
+    assert pool.column("fair_gap")[match.team_index] > 0.6

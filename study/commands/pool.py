@@ -146,7 +146,7 @@ def run_match(args: argparse.Namespace) -> int:
     from study.pool.match import NoEligibleTeam
     from study.pool.store import Pool
 
-    pool = Pool.load(args.pool)
+    pool = Pool.open(args.pool)
     try:
         teammate = _filter_from(args, pool)
         c, p = _numbers(args.c, "--c"), _numbers(args.p, "--p")

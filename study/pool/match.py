@@ -42,7 +42,15 @@ class Match:
 
 def participant_vector(c: object, p: object, types: int) -> np.ndarray:
     """The participant's ``[c..., p...]`` as one vector, checked like any coefficient."""
-    vector = []
+    try:
+        vector = np.concatenate((np.asarray(c, dtype=float).reshape(-1),
+                                 np.asarray(p, dtype=float).reshape(-1)))
+        fits = np.shape(c) == (types,) and np.shape(p) == (types,)
+    except (TypeError, ValueError):
+        vector, fits = None, False
+    if fits and ((vector >= 0) & (vector <= 1)).all():
+        return vector
+    arrays = []
     for name, values in (("c", c), ("p", p)):
         try:
             array = np.asarray(values, dtype=float)
@@ -50,44 +58,67 @@ def participant_vector(c: object, p: object, types: int) -> np.ndarray:
             raise InvalidInput(name, values, "must be numbers") from error
         if array.shape != (types,):
             raise InvalidInput(name, values, f"must hold one value per task type ({types})")
-        if not (np.isfinite(array) & (array >= 0) & (array <= 1)).all():
+        if not ((array >= 0) & (array <= 1)).all():
             raise InvalidInput(name, array.tolist(), "must be finite numbers within [0, 1]")
-        vector.append(array)
-    return np.concatenate(vector)
+        arrays.append(array)
+    return np.concatenate(arrays)
 
 
 class MemberIndex:
-    """The members a participant may match under one filter, ready for queries."""
+    """The members a participant may match under one filter, ready for queries.
+
+    ``c, p [E, h, n]`` and ``most_capable [E]`` describe candidate teams, ``eligible`` says
+    which of them the filter admits, and ``rows`` gives their pool rows (default: their
+    positions). Only the admitted members are kept, with their teammates' coefficients.
+    """
 
     def __init__(self, c: np.ndarray, p: np.ndarray, eligible: np.ndarray,
-                 most_capable: np.ndarray, role: str, description: str, pool: str) -> None:
-        teams = np.flatnonzero(eligible)
+                 most_capable: np.ndarray, role: str, description: str, pool: str,
+                 rows: np.ndarray | None = None) -> None:
+        kept = np.flatnonzero(eligible)
+        teams = kept if rows is None else np.asarray(rows)[kept]
+        c, p = c[kept], p[kept]
+        local = np.arange(len(kept))
         if role == "any":
-            teams = np.repeat(teams, 2)
-            members = np.tile(np.array([0, 1]), len(teams) // 2)
+            local, teams = np.repeat(local, 2), np.repeat(teams, 2)
+            members = np.tile(np.array([0, 1]), len(kept))
         elif role == "most-capable":
-            members = most_capable[teams].astype(np.intp)
+            members = most_capable[kept].astype(np.intp)
         else:
-            members = 1 - most_capable[teams].astype(np.intp)
+            members = 1 - most_capable[kept].astype(np.intp)
         self.teams, self.members = teams, members
-        self.c, self.p = c, p
-        self.points = np.ascontiguousarray(np.concatenate([c[teams, members],
-                                                           p[teams, members]], axis=1))
+        self.types = c.shape[2]
+        self.points = np.ascontiguousarray(np.concatenate([c[local, members],
+                                                           p[local, members]], axis=1))
+        self.teammate_c = c[local, 1 - members]
+        self.teammate_p = p[local, 1 - members]
         self.description, self.pool = description, pool
         self.tree = cKDTree(self.points) if len(teams) else None
 
     def __len__(self) -> int:
         return len(self.teams)
 
+    def _nearest(self, point: np.ndarray) -> int:
+        """The member nearest to ``point``; among members within a hair of the nearest
+        distance, the lowest (lowest team, then lowest human)."""
+        if len(self.teams) > 1:
+            distances, members = self.tree.query(point, k=2)
+            if distances[1] > distances[0] + TIE_SLACK * (1 + distances[0]):
+                return int(members[0])
+            nearest = distances[0]
+        else:
+            nearest, _ = self.tree.query(point)
+        near = np.asarray(self.tree.query_ball_point(point, nearest + TIE_SLACK * (1 + nearest)))
+        distances = np.sqrt(((self.points[near] - point) ** 2).sum(axis=1))
+        return int(near[distances == distances.min()].min())
+
     def query(self, c: object, p: object) -> Match:
         """The nearest eligible member to the participant; ties to the lowest team."""
         if self.tree is None:
             raise NoEligibleTeam(self.description, self.pool)
-        point = participant_vector(c, p, self.c.shape[2])
-        nearest, _ = self.tree.query(point)
-        near = np.asarray(self.tree.query_ball_point(point, nearest + TIE_SLACK * (1 + nearest)))
-        distances = np.sqrt(((self.points[near] - point) ** 2).sum(axis=1))
-        best = near[distances == distances.min()].min()
-        team, member = int(self.teams[best]), int(self.members[best])
-        return Match(team, member, 1 - member, self.c[team, 1 - member].copy(),
-                     self.p[team, 1 - member].copy(), float(distances.min()), self.description)
+        point = participant_vector(c, p, self.types)
+        best = self._nearest(point)
+        distance = float(np.sqrt(((self.points[best] - point) ** 2).sum()))
+        member = int(self.members[best])
+        return Match(int(self.teams[best]), member, 1 - member, self.teammate_c[best].copy(),
+                     self.teammate_p[best].copy(), distance, self.description)

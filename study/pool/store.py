@@ -16,10 +16,11 @@ import pyarrow.parquet as pq
 
 from study.model import InvalidInput
 from study.pool.match import Match, MemberIndex
-from study.pool.spec import POOL_FORMAT, PoolSpec, TeammateFilter
+from study.pool.spec import POOL_FORMAT, Criteria, PoolSpec, TeammateFilter
 from study.pool.teamtypes import TEAM_TYPES
 
 METADATA_KEY = b"study.pool"
+READ_BATCH = 262_144
 _VERSIONED = ("fair-teaming-study", "numpy", "scipy", "pyarrow", "pymdptoolbox")
 
 
@@ -82,39 +83,52 @@ def coefficients_of(table: pa.Table, humans: int, types: int) -> tuple[np.ndarra
     return arrays[0], arrays[1]
 
 
-def team_type_codes_of(column: pa.ChunkedArray) -> np.ndarray:
+def team_type_codes_of(column: pa.ChunkedArray | pa.DictionaryArray) -> np.ndarray:
     """``[B]`` indices into ``TEAM_TYPES`` from the dictionary-encoded ``team_type``."""
     parts = []
-    for chunk in column.chunks:
+    for chunk in getattr(column, "chunks", [column]):
         remap = np.array([TEAM_TYPES.index(name) for name in chunk.dictionary.to_pylist()],
                          dtype=np.int8)
         parts.append(remap[chunk.indices.to_numpy(zero_copy_only=False)])
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int8)
 
 
+def coefficient_names(humans: int, types: int) -> list[str]:
+    return [f"{kind}_{i}_{j}" for kind in ("c", "p") for i in range(humans)
+            for j in range(types)]
+
+
 @dataclass
 class Pool:
-    """A loaded pool: its table, its spec, and member indexes per teammate filter."""
+    """An opened pool file: its spec and record, columns read on first use (only those a
+    question needs), and member indexes per teammate filter.
+
+    Opening reads the metadata alone; matching streams the columns its filter needs and
+    keeps only the eligible members, so a pool of ten million teams opens for matching
+    without holding its other columns in memory.
+    """
 
     path: Path
     spec: PoolSpec
     record: dict[str, Any]
-    table: pa.Table
+    teams: int
+    _columns: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _indexes: dict[TeammateFilter, MemberIndex] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, path: Path | str) -> Pool:
-        """Read the file once and index the members the spec's teammate filter allows."""
+    def open(cls, path: Path | str) -> Pool:
+        """The pool's metadata; nothing else is read yet."""
         path = Path(path)
         record = read_metadata(path)
-        pool = cls(path, spec_of(path, record), record, pq.read_table(path))
+        return cls(path, spec_of(path, record), record, pq.ParquetFile(path).metadata.num_rows)
+
+    @classmethod
+    def load(cls, path: Path | str) -> Pool:
+        """Open the file and index the members the spec's teammate filter allows."""
+        pool = cls.open(path)
         if pool.spec.humans == 2:
             pool.index(pool.spec.teammate)
         return pool
-
-    @property
-    def teams(self) -> int:
-        return self.table.num_rows
 
     @property
     def fea_bounds(self) -> tuple[float, float] | None:
@@ -123,18 +137,26 @@ class Pool:
         return None if bounds is None else (bounds["lo"], bounds["hi"])
 
     def column(self, name: str) -> np.ndarray:
-        if name not in self.table.column_names:
-            raise InvalidInput("column", name, f"is not in pool {self.path}")
-        return self.table.column(name).to_numpy()
+        """One column of every team, read once."""
+        if name not in self._columns:
+            if name not in pq.read_schema(self.path).names:
+                raise InvalidInput("column", name, f"is not in pool {self.path}")
+            table = pq.read_table(self.path, columns=[name])
+            self._columns[name] = (team_type_codes_of(table.column(name))
+                                   if name == "team_type" else table.column(name).to_numpy())
+        return self._columns[name]
 
     @cached_property
     def coefficients(self) -> tuple[np.ndarray, np.ndarray]:
         """``c, p [B, h, n]`` of every team."""
-        return coefficients_of(self.table, self.spec.humans, self.spec.task_types)
+        names = coefficient_names(self.spec.humans, self.spec.task_types)
+        return coefficients_of(pq.read_table(self.path, columns=names), self.spec.humans,
+                               self.spec.task_types)
 
-    @cached_property
+    @property
     def team_types(self) -> np.ndarray:
-        return team_type_codes_of(self.table.column("team_type"))
+        """``[B]`` indices into ``TEAM_TYPES``."""
+        return self.column("team_type")
 
     def eligible(self, teammate: TeammateFilter | None = None) -> np.ndarray:
         """``[B]`` booleans: the teams the filter (default: the spec's) admits."""
@@ -149,11 +171,36 @@ class Pool:
             if self.spec.humans != 2:
                 raise InvalidInput("pool", str(self.path),
                                    "teammate matching is defined for two-human teams")
-            c, p = self.coefficients
+            rows, c, p, top = self._eligible_members(teammate.criteria)
             self._indexes[teammate] = MemberIndex(
-                c, p, self.eligible(teammate), self.column("most_capable_human"),
-                teammate.role, teammate.describe(), str(self.path))
+                c, p, np.ones(len(rows), dtype=bool), top, teammate.role,
+                teammate.describe(), str(self.path), rows=rows)
         return self._indexes[teammate]
+
+    def _eligible_members(self, criteria: Criteria) -> tuple[np.ndarray, np.ndarray,
+                                                             np.ndarray, np.ndarray]:
+        """Pool rows, ``c``, ``p`` and most capable human of the teams ``criteria`` admits,
+        streamed one read batch at a time through the columns the filter needs."""
+        humans, types = self.spec.humans, self.spec.task_types
+        names = [*coefficient_names(humans, types), "team_type", "most_capable_human"]
+        if criteria.needs_fair_gap:
+            names.append("fair_gap")
+        parts: list[tuple[np.ndarray, ...]] = []
+        offset = 0
+        for batch in pq.ParquetFile(self.path).iter_batches(batch_size=READ_BATCH,
+                                                            columns=names):
+            c, p = coefficients_of(batch, humans, types)
+            gaps = batch.column("fair_gap").to_numpy() if criteria.needs_fair_gap else None
+            kept = np.flatnonzero(criteria.mask(c, p, team_type_codes_of(
+                batch.column("team_type")), gaps))
+            top = batch.column("most_capable_human").to_numpy()
+            parts.append((kept + offset, c[kept], p[kept], top[kept]))
+            offset += batch.num_rows
+        if not parts:
+            return (np.zeros(0, dtype=np.intp), np.zeros((0, humans, types)),
+                    np.zeros((0, humans, types)), np.zeros(0, dtype=np.int8))
+        rows, c, p, top = (np.concatenate(column) for column in zip(*parts, strict=True))
+        return rows, c, p, top
 
     def match(self, c: object, p: object, filter: TeammateFilter | None = None) -> Match:
         """The agent teammate for a participant with coefficients ``c, p`` (``[n]`` each)."""
