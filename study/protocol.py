@@ -131,7 +131,7 @@ class AnalysisRules:
     exclude: tuple[str, ...] = ()
     keep_completed_sessions_of_incomplete: bool = True
     manipulation_check_item: str | None = None
-    manipulation_check_passes: tuple[str, ...] = ()
+    manipulation_check_pass: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -498,16 +498,16 @@ def _analysis_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
     if rules.manipulation_check_item is not None and item is None:
         yield "analysis.manipulation_check_item", (
             f"'{rules.manipulation_check_item}' is not a post-study item ({', '.join(post)})")
-    if "failed-manipulation-check" in rules.exclude and not rules.manipulation_check_passes:
+    if "failed-manipulation-check" in rules.exclude and not rules.manipulation_check_pass:
         yield "analysis.exclude", ("'failed-manipulation-check' needs "
                                    "analysis.manipulation_check_item and "
-                                   "manipulation_check_passes")
-    if rules.manipulation_check_passes and rules.manipulation_check_item is None:
-        yield "analysis.manipulation_check_passes", "needs analysis.manipulation_check_item"
+                                   "manipulation_check_pass")
+    if rules.manipulation_check_pass and rules.manipulation_check_item is None:
+        yield "analysis.manipulation_check_pass", "needs analysis.manipulation_check_item"
     if isinstance(item, schema.ChoiceItem):
-        for index, answer in enumerate(rules.manipulation_check_passes):
+        for index, answer in enumerate(rules.manipulation_check_pass):
             if answer not in item.options:
-                yield f"analysis.manipulation_check_passes.{index}", (
+                yield f"analysis.manipulation_check_pass.{index}", (
                     f"'{answer}' is not an option of {item.id} ({' / '.join(item.options)})")
 
 
@@ -558,7 +558,7 @@ def _build(doc: schema.ProtocolFile, path: Path) -> Protocol:
         analysis=AnalysisRules(tuple(doc.analysis.exclude),
                                doc.analysis.keep_completed_sessions_of_incomplete,
                                doc.analysis.manipulation_check_item,
-                               tuple(doc.analysis.manipulation_check_passes)),
+                               tuple(doc.analysis.manipulation_check_pass)),
     )
 
 

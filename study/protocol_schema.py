@@ -303,7 +303,7 @@ class Analysis(Strict):
     manipulation_check_item: Identifier | None = Field(
         None, description="Id of the post-study item asking whether the teammate was "
                           "believed to be a person.")
-    manipulation_check_passes: list[Annotated[str, Field(min_length=1, max_length=200)]] = (
+    manipulation_check_pass: list[Annotated[str, Field(min_length=1, max_length=200)]] = (
         Field(default_factory=list, max_length=20,
               description="The answers to manipulation_check_item that pass the check (for "
                           "a choice item, some of its options)."))

@@ -144,7 +144,7 @@ def test_recruitment_and_analysis_are_read():
     text = text[:start] + (
         '[analysis]\nexclude = ["aborted", "failed-manipulation-check"]\n'
         "keep_completed_sessions_of_incomplete = false\n"
-        'manipulation_check_item = "age"\nmanipulation_check_passes = ["16", "17"]\n\n'
+        'manipulation_check_item = "age"\nmanipulation_check_pass = ["16", "17"]\n\n'
     ) + text[text.index("[pool]\n", start):]
     protocol = parse_protocol(text)
     assert protocol.recruitment == Recruitment(
@@ -159,7 +159,7 @@ def test_the_shipped_studies_declare_their_manipulation_check():
         protocol = load_protocol(path)
         item = next(i for i in protocol.post_questionnaire.items
                     if i.id == protocol.analysis.manipulation_check_item)
-        assert set(protocol.analysis.manipulation_check_passes) <= set(item.options)
+        assert set(protocol.analysis.manipulation_check_pass) <= set(item.options)
 
 
 def test_study1_and_study2_do_not_enrol_unknown_codes():

@@ -130,8 +130,8 @@ def _recruitment(recruitment: Any) -> str:
 def _analysis(analysis: Any) -> str:
     kept = "kept" if analysis.keep_completed_sessions_of_incomplete else "dropped"
     check = analysis.manipulation_check_item or "-"
-    if analysis.manipulation_check_passes:
-        check += f" (passes: {' / '.join(analysis.manipulation_check_passes)})"
+    if analysis.manipulation_check_pass:
+        check += f" (passes: {' / '.join(analysis.manipulation_check_pass)})"
     return (f"exclude {', '.join(analysis.exclude) or 'nobody'}; completed sessions of "
             f"incomplete participants {kept}; manipulation check {check}")
 
