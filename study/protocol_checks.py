@@ -1,0 +1,316 @@
+"""What is wrong with a protocol, as (dotted field, message) pairs.
+
+Two sources: pydantic's validation errors, turned into the protocol's own words with the
+error's location spelled as the dotted field ``study.protocol`` finds the line of, and the
+checks that relate one part of a valid-looking protocol to another (names that must
+exist, robots that must differ, kits that must agree).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+from collections.abc import Iterator
+from typing import Annotated, Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from study import protocol_schema as schema
+from study.model import InvalidInput, validate_kits
+from study.protocol_schema import ITEM_KINDS, TASK_NAMES
+
+Problem = tuple[str, str]  # dotted field, message
+ROBOT_PLACEHOLDER = re.compile(r"\{robot:([a-z][a-z0-9_-]*)\}")
+
+
+# --- schema errors as field and message -------------------------------------------------
+
+_MESSAGES = {
+    "missing": "is required",
+    "string_type": "must be a text (in quotes)",
+    "int_type": "must be a whole number",
+    "float_type": "must be a number",
+    "bool_type": "must be true or false",
+    "list_type": "must be a list [...]",
+    "dict_type": "must be a table",
+    "model_type": "must be a table",
+    "model_attributes_type": "must be a table",
+    "finite_number": "must be a finite number (not nan or inf)",
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than": "must be less than {lt}",
+    "less_than_equal": "must be at most {le}",
+    "string_too_short": "must not be empty",
+    "string_too_long": "must be at most {max_length} characters long",
+    "too_short": "must hold at least {min_length} item(s)",
+    "too_long": "must hold at most {max_length} items",
+    "literal_error": "must be one of {expected}",
+}
+# Keys that moved to another section, named in the error instead of a close match.
+_MOVED = {"study.open_enrolment": "it moved to [recruitment] open_enrolment"}
+
+
+def schema_problems(error: ValidationError) -> list[Problem]:
+    """Every schema error, except a missing key explained by an unknown one."""
+    problems: list[tuple[str, str, str]] = []
+    for detail in error.errors(include_url=False):
+        parts, _ = _walk(schema.ProtocolFile, detail["loc"])
+        kind = detail["type"]
+        if kind == "extra_forbidden":
+            _, parent = _walk(schema.ProtocolFile, detail["loc"][:-1])
+            message = _unknown_key(".".join(parts), parts[-1], _keys_of(parent))
+        elif kind in ("union_tag_not_found", "union_tag_invalid"):
+            parts.append("kind")
+            message = ("is required: " if kind == "union_tag_not_found" else "must be ") + (
+                "one of " + ", ".join(ITEM_KINDS))
+        else:
+            message = _describe(detail)
+        problems.append((".".join(parts), message, kind))
+    return _without_explained_missing(problems)
+
+
+def _without_explained_missing(problems: list[tuple[str, str, str]]) -> list[Problem]:
+    """A missing key next to an unknown key in the same table is usually the same typo:
+    report the unknown key (with its suggestion) only."""
+    with_unknown = {_parent(dotted) for dotted, _, kind in problems
+                    if kind == "extra_forbidden"}
+    return [(dotted, message) for dotted, message, kind in problems
+            if not (kind == "missing" and _parent(dotted) in with_unknown)]
+
+
+def _parent(dotted: str) -> str:
+    return dotted.rpartition(".")[0]
+
+
+def _describe(detail: dict[str, Any]) -> str:
+    kind, context = detail["type"], detail.get("ctx", {})
+    if kind == "string_pattern_mismatch":
+        message = schema.PATTERN_HINTS.get(context.get("pattern"), detail["msg"])
+    elif kind == "value_error":
+        message = str(context.get("error", detail["msg"]))
+    elif kind == "literal_error" and " " not in str(context.get("expected")):
+        message = f"must be {context['expected']}"
+    elif kind in _MESSAGES:
+        message = _MESSAGES[kind].format(**{key: f"{value:g}" if isinstance(value, float)
+                                            else value for key, value in context.items()})
+    else:
+        message = detail["msg"]
+    shown = _shown(detail.get("input"))
+    return f"{message} (got {shown})" if shown and kind != "missing" else message
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else f"{value[:30]!r}... ({len(value):,} characters)"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        shown = repr(value) if abs(value) < 10**40 else f"{float(value):.3g}"
+        return shown
+    return ""
+
+
+def _unknown_key(dotted: str, key: str, allowed: list[str]) -> str:
+    if dotted in _MOVED:
+        return f"unknown key; {_MOVED[dotted]}"
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean '{close[0]}'?"
+    return f"unknown key; expected one of {', '.join(allowed)}" if allowed else "unknown key"
+
+
+def _walk(root: Any, loc: tuple[Any, ...]) -> tuple[list[str], Any]:
+    """The dotted path of a pydantic error location (without union tags or ``[key]``
+    markers) and the type found there."""
+    node, parts = root, []
+    for part in loc:
+        node = _unwrap(node)
+        if part == "[key]":
+            continue
+        member = _tagged_member(node, part)
+        if member is not None:
+            node = member
+            continue
+        parts.append(str(part))
+        node = _child(node, part)
+    return parts, _unwrap(node)
+
+
+def _unwrap(node: Any) -> Any:
+    while True:
+        origin = get_origin(node)
+        if origin is Annotated:
+            node = get_args(node)[0]
+        elif origin in (Union, types.UnionType) and type(None) in get_args(node) and len(
+                get_args(node)) == 2:
+            node = next(arg for arg in get_args(node) if arg is not type(None))
+        else:
+            return node
+
+
+def _tagged_member(node: Any, part: Any) -> Any:
+    if get_origin(node) not in (Union, types.UnionType) or not isinstance(part, str):
+        return None
+    for member in get_args(node):
+        tag = getattr(member, "model_fields", {}).get("kind")
+        if tag is not None and part in get_args(tag.annotation):
+            return member
+    return None
+
+
+def _child(node: Any, part: Any) -> Any:
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        info = node.model_fields.get(part) if isinstance(part, str) else None
+        return info.annotation if info else Any
+    if get_origin(node) is list and isinstance(part, int):
+        return get_args(node)[0]
+    if get_origin(node) is dict:
+        return get_args(node)[1]
+    return Any
+
+
+def _keys_of(node: Any) -> list[str]:
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        return list(node.model_fields)
+    return []
+
+
+# --- checks relating one part of the protocol to another --------------------------------
+
+
+def cross_problems(doc: schema.ProtocolFile, data: dict[str, Any]) -> Iterator[Problem]:
+    """Problems between parts of a protocol that passed the schema (``data``: its raw
+    tables, for the texts' robot references)."""
+    yield from _study_problems(doc)
+    yield from _theme_problems(doc)
+    yield from _condition_problems(doc)
+    yield from _scale_problems(doc)
+    yield from _questionnaire_problems(doc)
+    yield from _robot_reference_problems(doc, data)
+    yield from _analysis_problems(doc)
+    yield from _pool_problems(doc)
+
+
+def _study_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    try:
+        validate_kits(doc.study.kits, 2)
+    except InvalidInput as error:
+        yield "study.kits", str(error)
+    for name in TASK_NAMES:
+        if doc.study.practice.count(name) < 2:
+            yield "study.practice", (f"needs at least two {name} rounds: the second one "
+                                     "measures the capability")
+
+
+def _theme_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    seen: set[str] = set()
+    for index, theme in enumerate(doc.themes):
+        if theme.id in seen:
+            yield f"themes.{index}.id", f"theme ids must be unique ('{theme.id}' is repeated)"
+        seen.add(theme.id)
+    for name in TASK_NAMES:
+        theme = getattr(doc.cookies, name).theme
+        if theme not in seen:
+            yield f"cookies.{name}.theme", f"names no theme ({', '.join(sorted(seen))})"
+
+
+def _condition_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    first, second = doc.conditions
+    if first.id == second.id:
+        yield "conditions.1.id", "condition ids must differ"
+    if first.robot.casefold() == second.robot.casefold():
+        yield "conditions.1.robot", (f"both robots are called '{second.robot}'; participants "
+                                     "must be able to tell them apart")
+    for index, condition in enumerate(doc.conditions):
+        if condition.algorithm != "fea":
+            for key in ("w", "fea_bounds"):
+                if key in condition.model_fields_set:
+                    yield f"conditions.{index}.{key}", (
+                        f"only the fea algorithm uses {key} (this robot runs "
+                        f"{condition.algorithm})")
+        elif condition.fea_bounds is not None and not (
+                condition.fea_bounds[0] < condition.fea_bounds[1]):
+            yield f"conditions.{index}.fea_bounds", 'must be "pool" or [lo, hi] with lo < hi'
+
+
+def _scale_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    for name, scale in doc.scales.items():
+        if len(scale.anchors) > scale.points:
+            yield f"scales.{name}.anchors", (f"has {len(scale.anchors)} labels for "
+                                             f"{scale.points} points")
+    if doc.preferences.scale not in doc.scales:
+        yield "preferences.scale", f"names no scale ({', '.join(sorted(doc.scales))})"
+
+
+def _questionnaire_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    for name in ("session", "post"):
+        seen: set[str] = set()
+        for index, item in enumerate(getattr(doc.questionnaires, name).items):
+            dotted = f"questionnaires.{name}.items.{index}"
+            if item.id in seen:
+                yield f"{dotted}.id", f"item ids must be unique ('{item.id}' is repeated)"
+            seen.add(item.id)
+            if isinstance(item, schema.LikertItem) and item.scale not in doc.scales:
+                yield f"{dotted}.scale", f"names no scale ({', '.join(sorted(doc.scales))})"
+            if isinstance(item, schema.NumberItem) and not item.min < item.max:
+                yield f"{dotted}.max", "must be greater than min"
+
+
+def _robot_reference_problems(doc: schema.ProtocolFile,
+                              data: dict[str, Any]) -> Iterator[Problem]:
+    """Every ``{robot:<id>}`` in a participant-facing text names a condition."""
+    ids = {condition.id for condition in doc.conditions}
+    for dotted, text in _texts(data, ""):
+        if dotted.startswith("pool"):
+            continue
+        for ref in ROBOT_PLACEHOLDER.findall(text):
+            if ref not in ids:
+                yield dotted, f"{{robot:{ref}}} names no condition ({', '.join(sorted(ids))})"
+
+
+def _texts(node: Any, dotted: str) -> Iterator[tuple[str, str]]:
+    if isinstance(node, str):
+        yield dotted, node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _texts(value, f"{dotted}.{key}" if dotted else key)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _texts(value, f"{dotted}.{index}")
+
+
+def _analysis_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    rules = doc.analysis
+    if len(set(rules.exclude)) != len(rules.exclude):
+        yield "analysis.exclude", "names a rule twice"
+    post = {item.id: item for item in doc.questionnaires.post.items}
+    item = post.get(rules.manipulation_check_item or "")
+    if rules.manipulation_check_item is not None and item is None:
+        yield "analysis.manipulation_check_item", (
+            f"'{rules.manipulation_check_item}' is not a post-study item ({', '.join(post)})")
+    if "failed-manipulation-check" in rules.exclude and not rules.manipulation_check_pass:
+        yield "analysis.exclude", ("'failed-manipulation-check' needs "
+                                   "analysis.manipulation_check_item and "
+                                   "manipulation_check_pass")
+    if rules.manipulation_check_pass and rules.manipulation_check_item is None:
+        yield "analysis.manipulation_check_pass", "needs analysis.manipulation_check_item"
+    if isinstance(item, schema.ChoiceItem):
+        for index, answer in enumerate(rules.manipulation_check_pass):
+            if answer not in item.options:
+                yield f"analysis.manipulation_check_pass.{index}", (
+                    f"'{answer}' is not an option of {item.id} ({' / '.join(item.options)})")
+
+
+def _pool_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    pool = doc.pool
+    if pool.kits != doc.study.kits:
+        given = "kits" in pool.model_fields_set
+        yield "pool.kits", (f"{pool.kits}{'' if given else ' (the default)'} differs from "
+                            f"[study] kits {doc.study.kits}; the pool's teams must play the "
+                            "study's sessions")
+    for index, condition in enumerate(doc.conditions):
+        if condition.algorithm == "fea" and condition.fea_bounds is None and (
+                pool.fea is None or "fea" not in pool.algorithms):
+            yield f"conditions.{index}.fea_bounds", (
+                '"pool" needs "fea" in pool.algorithms and a [pool.fea] section with bounds')
