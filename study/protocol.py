@@ -5,8 +5,9 @@ names, transparency texts) lives in the protocol, so a study is changed by editi
 and the templates stay generic. ``load_protocol`` is the one check every command runs
 (``study check``, ``study serve``): the schema of ``study.protocol_schema`` (unknown keys,
 types, sane finite ranges), then the checks relating parts to each other
-(``study.protocol_checks``), then the ``[pool]`` section as ``study.pool`` reads it. Every error names the file, the line and the
-field, and only the first (by line) is raised, with a count of the others.
+(``study.protocol_checks``), then the ``[pool]`` section as ``study.pool`` reads it. Every
+error names the file, the line and the field, and only the first (by line) is raised,
+with a count of the others.
 """
 
 from __future__ import annotations
