@@ -43,8 +43,12 @@ function actionButton(code, action, label) {
 }
 
 async function act(code, action) {
-  const note = window.prompt(action + " " + code + " — note (optional):", "");
-  if (note === null) return;
+  const withdraw = action === "withdraw";
+  const question = withdraw
+    ? "Withdraw " + code + ": every row of this participant is deleted, for good. Reason (required, logged):"
+    : action + " " + code + " — note (optional):";
+  const note = window.prompt(question, "");
+  if (note === null || (withdraw && !note.trim())) return;
   const body = new URLSearchParams({action, note, csrf_token: window.CONSOLE.csrf});
   const reply = await fetch(window.CONSOLE.actionUrl + encodeURIComponent(code), {
     method: "POST", body, headers: {"Accept": "application/json", "X-CSRF-Token": window.CONSOLE.csrf},
@@ -61,6 +65,7 @@ function actions(participant) {
   if (participant.status !== "aborted") td.append(actionButton(code, "abort", "Abort"));
   td.append(actionButton(code, participant.flagged ? "unflag" : "flag", participant.flagged ? "Unflag" : "Flag"));
   td.append(actionButton(code, "note", "Note"));
+  if (participant.can_withdraw) td.append(actionButton(code, "withdraw", "Withdraw"));
   return td;
 }
 

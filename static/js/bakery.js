@@ -11,7 +11,7 @@
   let offset = 0;            // server clock minus this browser's clock, in seconds
   let renderedKey = null;    // what is on screen, so a push does not wipe a half-made cookie
   let timer = null;
-  let teammateSince = null;  // when the teammate's current cookie was started
+  const delivered = deliveredRounds();  // rounds whose kit hand-out this tab already showed
   const pending = new Map(); // msg_id -> [event, payload] sent but not yet acknowledged
 
   // --- talking to the server -------------------------------------------------------------
@@ -35,11 +35,15 @@
         if (error) { resolve(null); return; }     // kept in `pending`, resent on reconnect
         pending.delete(message.msg_id);
         if (reply.state) { receive(reply.state); }
-        if (!reply.ok && reply.reason !== "duplicate") { toast(explain(reply.reason)); }
+        if (!reply.ok && !QUIET.has(reply.reason)) { toast(explain(reply.reason)); }
         resolve(reply);
       });
     });
   }
+
+  // Refusals the page answers by showing the state that comes with them, not with a toast:
+  // a double click's second message, a step already taken, the experimenter's hold.
+  const QUIET = new Set(["duplicate", "out-of-order", "paused", "aborted", "finished"]);
 
   function explain(reason) {
     const texts = {
@@ -65,7 +69,6 @@
     if (!state || !state.round || !state.round.teammate || state.round.id !== update.round_id) return;
     state.round.teammate.cookies = update.cookies;
     state.round.teammate.next_at = update.next_at;
-    teammateSince = serverNow();
     drawTeammate();
   });
 
@@ -119,8 +122,19 @@
       el("h2", {}, page.title), paragraphs(page.text), ...children);
   }
 
+  // A button whose action returns a promise stays disabled until the server answered; it
+  // comes back only if the message was refused (an accepted one redraws the page anyway).
   function button(label, onclick, cls, extra) {
-    return el("button", Object.assign({ class: "button " + (cls || "primary"), type: "button", onclick: onclick }, extra || {}), label);
+    const node = el("button", Object.assign({ class: "button " + (cls || "primary"), type: "button" }, extra || {}), label);
+    node.addEventListener("click", async (event) => {
+      if (node.dataset.busy) return;
+      node.dataset.busy = "1";
+      node.disabled = true;
+      const reply = await onclick(event);
+      delete node.dataset.busy;
+      if (!reply || !reply.ok) node.disabled = false;
+    });
+    return node;
   }
 
   function submit(data) { return send("submit", { step: state.step, data: data || {} }); }
@@ -135,15 +149,18 @@
     const progress = document.getElementById("progress");
     progress.style.width = (100 * state.progress.index / state.progress.total) + "%";
     const round = state.round;
-    const key = state.step + "|" + (round ? (round.running ? "run" + round.id : "ready" + round.next) : "");
+    drawLeave();
+    const running = round && round.running;
+    const hold = state.hold === "paused" && running ? null : state.hold;
+    const key = (hold || "") + "|" + state.step + "|" + (round ? (running ? "run" + round.id : "ready" + round.next) : "");
     if (key === renderedKey) { updateRound(); return; }
     renderedKey = key;
     clearInterval(timer);
     const views = {
       consent: viewConsent, themes: viewThemes, preferences: viewPreferences,
-      teammate: viewTeammate, debrief: viewDebrief, post: viewQuestionnaire,
+      teammate: viewTeammate, debrief: viewDebrief, post: viewQuestionnaire, done: viewDone,
     };
-    let view = views[state.step];
+    let view = hold ? viewHold : views[state.step];
     if (!view && /^intro-/.test(state.step)) view = viewIntro;
     if (!view && /^questionnaire-/.test(state.step)) view = viewQuestionnaire;
     if (!view && round) view = round.running ? viewRound : viewReady;
@@ -216,14 +233,19 @@
   function viewQuestionnaire() {
     const page = state.page;
     const answers = {};
-    const form = page.items.map((item, index) => el("div", { class: "question-item", "data-item": item.id },
-      el("p", { class: "item-text" }, (index + 1) + ". " + item.text), questionInput(item, answers)));
-    const go = button("Submit", async () => {
+    const form = page.items.map((item, index) => el("div", { class: "question-item", "data-item": item.id,
+      oninput: (e) => e.currentTarget.classList.remove("missing"), onchange: (e) => e.currentTarget.classList.remove("missing") },
+      el("p", { class: "item-text" }, (index + 1) + ". " + item.text), questionInput(item, answers),
+      el("p", { class: "missing-note" }, "Please answer this question.")));
+    const go = button("Submit", () => {
       const missing = page.items.filter((item) => item.required && (answers[item.id] === undefined || answers[item.id] === ""));
-      if (missing.length) { toast("Please answer every question."); return; }
-      go.disabled = true;
-      const reply = await submit({ answers: answers });
-      if (!reply || !reply.ok) go.disabled = false;
+      form.forEach((node, index) => node.classList.toggle("missing", missing.includes(page.items[index])));
+      if (missing.length) {
+        form[page.items.indexOf(missing[0])].scrollIntoView({ behavior: "smooth", block: "center" });
+        toast(missing.length === 1 ? "One question still needs an answer." : missing.length + " questions still need an answer.");
+        return null;
+      }
+      return submit({ answers: answers });
     }, "primary", { "data-action": "submit" });
     return el("section", { class: "card wide", "data-step": state.step }, el("h2", {}, page.title),
       paragraphs(page.text), form, el("div", { class: "actions" }, go));
@@ -248,6 +270,58 @@
     return card(state.page, el("div", { class: "actions" },
       button("Yes, you may use my data", () => submit({ consent: true }), "primary", { "data-action": "keep" }),
       button("No, delete my data", () => submit({ consent: false }), "secondary", { "data-action": "withdraw" })));
+  }
+
+  function viewDone() {
+    const token = state.withdraw_token;
+    const link = token ? location.origin + "/withdraw/" + token : null;
+    return card(state.page, link ? el("div", { class: "withdraw-later" },
+      el("h3", {}, "Changed your mind later?"),
+      el("p", {}, "This private link deletes all your data, at any time. Keep it somewhere safe; nobody else has it."),
+      el("p", { class: "private-link" }, el("a", { href: link, "data-action": "withdraw-later" }, link))) : null);
+  }
+
+  // The experimenter's hold: paused (this page continues by itself when resumed) or
+  // aborted (the end). Withdrawing stays possible from both.
+  function viewHold() {
+    const page = state.hold_page;
+    return el("section", { class: "card hold", "data-step": state.step, "data-hold": state.hold },
+      state.hold === "paused" ? el("div", { class: "waiting", "aria-hidden": "true" }, el("span", {}), el("span", {}), el("span", {})) : null,
+      el("h2", {}, page.title), paragraphs(page.text));
+  }
+
+  // --- leaving: "stop and withdraw" on every page after consent ---------------------------
+
+  function drawLeave() {
+    const leave = document.getElementById("leave");
+    const open = state.step !== "consent" && !["done", "declined", "withdrawn", "unmatched"].includes(state.step);
+    leave.hidden = !open;
+    if (open && !leave.firstChild) {
+      leave.append(el("button", { class: "leave-link", type: "button", "data-action": "leave", onclick: confirmLeave },
+        "Stop and withdraw from the study"));
+    }
+    if (!open) closeConfirm();
+  }
+
+  function confirmLeave() {
+    const box = document.getElementById("confirm");
+    const stay = button("Keep going", () => { closeConfirm(); return null; }, "primary", { "data-action": "withdraw-cancel" });
+    box.replaceChildren(el("div", { class: "confirm-card", role: "dialog", "aria-modal": "true", "aria-labelledby": "confirm-title" },
+      el("h2", { id: "confirm-title" }, "Stop and delete your data?"),
+      el("p", {}, "If you stop now, the study ends here and everything recorded about you — your answers, rounds and cookies — is deleted right away. This cannot be undone."),
+      el("p", {}, "You are free to stop at any time, without giving a reason."),
+      el("div", { class: "actions" }, stay,
+        button("Stop and delete my data", () => send("withdraw", {}), "secondary", { "data-action": "withdraw-confirm" }))));
+    box.hidden = false;
+    stay.focus();
+  }
+
+  document.addEventListener("keydown", (event) => { if (event.key === "Escape") closeConfirm(); });
+
+  function closeConfirm() {
+    const box = document.getElementById("confirm");
+    box.hidden = true;
+    box.replaceChildren();
   }
 
   // --- the bakery: rounds ----------------------------------------------------------------
@@ -277,11 +351,7 @@
       el("div", { class: "ready-row" }, state.robot ? svgUse("robot", "robot") : null, el("p", {}, robot)),
       counter(round),
       el("div", { class: "actions" }, button("Start " + roundTitle(round).toLowerCase(),
-        async (e) => {
-          e.target.disabled = true;
-          const reply = await send("start_round", { round: round.next });
-          if (!reply || !reply.ok) e.target.disabled = false;
-        }, "primary", { "data-action": "start-round" })));
+        () => send("start_round", { round: round.next }), "primary", { "data-action": "start-round" })));
   }
 
   function viewRound() {
@@ -291,13 +361,7 @@
       el("div", { class: "work", id: "work" }),
       el("div", { class: "finished" }, el("span", { id: "my-count" }, ""), el("div", { class: "plate", id: "my-plate" })));
     const stations = [mine];
-    if (round.teammate) {
-      stations.push(el("div", { class: "station theirs", id: "teammate" }, el("h3", {}, "Teammate's station (next room)"),
-        el("div", { class: "kit-tag" }, svgUse("kit", "kit"), round.teammate.task_name + " cookies"),
-        el("div", { class: "teammate-work" }, svgUse("baker", "baker"), el("div", { class: "mini-cookie " + round.teammate.task_name }),
-          el("div", { class: "meter" }, el("div", { class: "meter-fill", id: "teammate-meter" }))),
-        el("div", { class: "finished" }, el("span", { id: "teammate-count" }, ""), el("div", { class: "plate", id: "teammate-plate" }))));
-    }
+    if (round.teammate) stations.push(teammateStation(round));
     const lane = round.teammate ? el("div", { class: "robot-lane" }, counter(round),
       el("div", { class: "robot-runner", id: "runner" },
         el("div", { class: "carry" }, el("span", { class: "carried mine " + round.task_name }, svgUse("kit", "kit"), "you"),
@@ -309,11 +373,14 @@
       lane, el("div", { class: "stations" }, stations));
     setTimeout(() => {
       drawWork(round);
-      teammateSince = round.started_at;
       updateRound();
-      deliver();
+      if (round.teammate && !delivered.has(round.id)) {
+        delivered.add(round.id);
+        rememberDelivered();
+        deliver();
+      }
     }, 0);
-    timer = setInterval(tickDisplay, 200);
+    timer = setInterval(tickDisplay, 100);
     return view;
   }
 
@@ -343,7 +410,10 @@
     if (!round || !round.teammate) return;
     const count = document.getElementById("teammate-count");
     if (count) count.textContent = "Finished: " + round.teammate.cookies;
+    const station = document.getElementById("teammate");
+    if (station) station.dataset.cookies = round.teammate.cookies;
     plate("teammate-plate", round.teammate.cookies, round.teammate.task_name);
+    animateTeammate();
   }
 
   function tickDisplay() {
@@ -357,12 +427,7 @@
     }
     const work = document.getElementById("work");
     if (work) work.classList.toggle("stopped", left <= 0);
-    const meter = document.getElementById("teammate-meter");
-    if (meter && round.teammate) {
-      const next = round.teammate.next_at;
-      const share = next ? Math.min(1, (serverNow() - teammateSince) / Math.max(0.1, next - teammateSince)) : 0;
-      meter.style.width = (100 * Math.max(0, share)) + "%";
-    }
+    animateTeammate();
   }
 
   function drawWork(round) {
@@ -472,5 +537,158 @@
     return el("div", { class: "squares-work" },
       el("div", { class: "cookie square-cookie", style: "--theme:" + target.colour, "data-target": target.text }, grid),
       el("p", { class: "hint" }, "Click the boxes to draw " + target.text + ". Click again to clear a box."));
+  }
+
+  // --- the teammate's station -------------------------------------------------------------
+  // The server decides when each of the teammate's cookies is finished (round.teammate.times,
+  // the decorator model) and how many are done; the page only fills in the work between two
+  // finishes: the elements of the cookie in progress land one by one at a human pace, with
+  // uneven gaps, a hesitation now and then and the occasional wrong element taken off again.
+  // The plan of a cookie is seeded by round and cookie, so a refresh shows the same work.
+
+  let shownTeammate = "";  // cookie and number of steps drawn, so a tick redraws only changes
+
+  function deliveredRounds() {
+    try { return new Set(JSON.parse(sessionStorage.getItem("delivered:" + code) || "[]")); } catch (e) { return new Set(); }
+  }
+
+  function rememberDelivered() {
+    try { sessionStorage.setItem("delivered:" + code, JSON.stringify([...delivered].slice(-20))); } catch (e) { /* private mode */ }
+  }
+
+  function teammateStation(round) {
+    const mate = round.teammate;
+    shownTeammate = "";
+    return el("div", { class: "station theirs", id: "teammate", "data-cookies": mate.cookies },
+      el("h3", {}, "Teammate's station ", el("small", {}, "(next room)")),
+      el("div", { class: "teammate-work" },
+        el("div", { class: "teammate-baker", id: "teammate-baker" }, svgUse("baker", "baker")),
+        el("div", { class: "mini-cookie " + mate.task_name, id: "teammate-cookie", style: "--theme:" + mate.target.colour },
+          miniCookie(mate.target)),
+        el("div", { class: "teammate-side" },
+          el("div", { class: "kit-tag" }, svgUse("kit", "kit"), mate.task_name + " cookies"),
+          el("div", { class: "finished" }, el("span", { id: "teammate-count" }, ""), el("div", { class: "plate", id: "teammate-plate" })))));
+  }
+
+  function miniCookie(target) {
+    if (target.kind === "letters") {
+      let index = 0;
+      return el("div", { class: "mini-slots" }, target.text.split(/\s+/).filter(Boolean).map((word) =>
+        el("span", { class: "mini-word" }, Array.from(word, () => el("span", { class: "mini-slot", "data-i": index++ })))));
+    }
+    const grid = el("div", { class: "mini-grid", style: "grid-template-columns: repeat(" + target.cols + ", 1fr)" });
+    const wanted = new Set(target.cells);
+    for (let cell = 0; cell < target.rows * target.cols; cell += 1) {
+      grid.append(el("span", { class: "mini-box" + (wanted.has(cell) ? " guide" : ""), "data-cell": cell }));
+    }
+    return grid;
+  }
+
+  function seeded(seed) {  // mulberry32: a small, fast generator with a 32-bit seed
+    let a = seed >>> 0;
+    return () => {
+      a = (a + 0x6D2B79F5) >>> 0;
+      let t = Math.imul(a ^ (a >>> 15), 1 | a);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+
+  function elementsOf(target) {
+    if (target.kind === "letters") return Array.from(target.letters, (letter, i) => ({ i: i, value: letter }));
+    const glyph = (cell) => Math.floor((cell % target.cols) / 4);
+    return target.cells.slice().sort((a, b) => glyph(a) - glyph(b) || a - b).map((cell) => ({ i: cell, value: cell }));
+  }
+
+  function wrongElement(target, element, rng) {
+    if (target.kind === "letters") {
+      const others = target.tray.filter((letter) => letter !== element.value);
+      return { i: element.i, value: others[Math.floor(rng() * others.length)] };
+    }
+    const wanted = new Set(target.cells);
+    const near = [-1, 1, -target.cols, target.cols].map((d) => element.i + d)
+      .filter((cell) => cell >= 0 && cell < target.rows * target.cols && !wanted.has(cell));
+    return near.length ? { i: near[Math.floor(rng() * near.length)], value: null } : null;
+  }
+
+  // One cookie's steps between `start` and `end`: weights in units of an ordinary step,
+  // lognormal spread, hesitations (2.5-4.5 steps) and corrections (a wrong element placed,
+  // then taken off), scaled so that the last element lands just before `end`.
+  function cookiePlan(target, seed, start, end) {
+    const rng = seeded(seed);
+    const normal = () => Math.sqrt(-2 * Math.log(1 - rng())) * Math.cos(2 * Math.PI * rng());
+    const steps = [{ kind: "begin", weight: 1 + rng() }];
+    elementsOf(target).forEach((element) => {
+      if (rng() < (target.kind === "letters" ? 0.07 : 0.04)) {
+        const wrong = wrongElement(target, element, rng);
+        if (wrong) {
+          steps.push({ kind: "wrong", element: wrong, weight: Math.exp(0.35 * normal()) });
+          steps.push({ kind: "undo", element: wrong, weight: 0.6 + 0.6 * rng() });
+        }
+      }
+      const hesitation = rng() < 0.1 ? 2.5 + 2 * rng() : 1;
+      steps.push({ kind: "place", element: element, weight: hesitation * Math.exp(0.35 * normal()) });
+    });
+    steps.push({ kind: "check", weight: 0.4 });
+    const total = steps.reduce((sum, step) => sum + step.weight, 0);
+    let clock = 0;
+    steps.forEach((step) => { clock += step.weight; step.at = start + (end - start) * clock / total; step.long = step.weight > 2.2; });
+    return steps;
+  }
+
+  // Start and end of the teammate's cookie number `index` (0-based) in this round. The first
+  // one may have been begun before the round (the model's renewal process runs on); one the
+  // model does not finish in time ends after the deadline, so it is never shown complete.
+  function cookieSpan(round, index, rng) {
+    const mate = round.teammate;
+    const times = mate.times;
+    const typical = mate.cookie_seconds * (0.8 + 0.4 * rng());
+    if (index >= times.length) {
+      const start = index === 0 ? round.started_at : times[index - 1];
+      return [start, Math.max(start + typical, round.deadline + 1)];
+    }
+    return [index === 0 ? Math.min(round.started_at, times[0] - typical) : times[index - 1], times[index]];
+  }
+
+  function animateTeammate() {
+    const round = state && state.round;
+    const cookie = document.getElementById("teammate-cookie");
+    if (!round || !round.running || !round.teammate || !cookie) return;
+    const index = round.teammate.cookies;
+    const seed = round.id * 7919 + index * 104729 + 17;
+    const [start, end] = cookieSpan(round, index, seeded(seed + 1));
+    const plan = cookiePlan(round.teammate.target, seed, start, end);
+    const now = Math.min(serverNow(), round.deadline);
+    const done = plan.filter((step) => step.at <= now).length;
+    const baker = document.getElementById("teammate-baker");
+    const next = plan[done];
+    if (baker) baker.className = "teammate-baker" + (next && next.long ? " pondering" : " working");
+    const key = round.id + ":" + index + ":" + done;
+    if (key === shownTeammate) return;
+    const fresh = !shownTeammate.startsWith(round.id + ":" + index + ":");
+    shownTeammate = key;
+    drawMiniCookie(cookie, round.teammate.target, plan.slice(0, done), fresh);
+  }
+
+  function drawMiniCookie(cookie, target, steps, fresh) {
+    const placed = new Map();  // element position -> [value, wrong]
+    steps.forEach((step) => {
+      if (step.kind === "place") placed.set(step.element.i, [step.element.value, false]);
+      else if (step.kind === "wrong") placed.set(step.element.i, [step.element.value, true]);
+      else if (step.kind === "undo") placed.delete(step.element.i);
+    });
+    const last = steps.length ? steps[steps.length - 1] : null;
+    const newest = last && last.element && (last.kind === "place" || last.kind === "wrong") ? last.element.i : null;
+    const letters = target.kind === "letters";
+    cookie.querySelectorAll(letters ? ".mini-slot" : ".mini-box").forEach((node) => {
+      const at = Number(letters ? node.dataset.i : node.dataset.cell);
+      const mark = placed.get(at);
+      if (letters) node.textContent = mark ? mark[0] : "";
+      node.classList.toggle("on", Boolean(mark));
+      node.classList.toggle("wrong", Boolean(mark && mark[1]));
+      node.classList.toggle("landing", at === newest);
+    });
+    cookie.dataset.placed = [...placed.values()].filter((mark) => !mark[1]).length;
+    if (fresh) { cookie.classList.remove("fresh"); void cookie.offsetWidth; cookie.classList.add("fresh"); }
   }
 })();

@@ -32,6 +32,7 @@ from flask_socketio import SocketIO, disconnect
 
 from study.export import build_export, record_server_run, zip_export
 from study.web import auth, holds, live
+from study.web.rejections import Rejected
 
 blueprint = Blueprint("console", __name__, url_prefix="/console")
 NAMESPACE = "/console"
@@ -93,12 +94,9 @@ def logout() -> Any:
 
 
 def connection_counts(app: Flask) -> Counter[str]:
-    """Live socket connections per participant code, from the participant sockets."""
-    connections = app.extensions.get("connections")
-    if connections is None:
-        return Counter()
-    with connections.lock:
-        return Counter(connections.codes.values())
+    """Live socket connections per participant code, over every server process."""
+    processes = app.extensions.get("processes")
+    return processes.connection_counts() if processes is not None else Counter()
 
 
 def current_snapshot(app: Flask) -> dict[str, Any]:
@@ -170,16 +168,33 @@ def links_text() -> Response:
 @blueprint.post("/participants/<code>")
 @auth.console_required
 def participant_action(code: str) -> Any:
-    """Pause, resume, abort, flag, unflag or annotate one participant, with a note."""
+    """Pause, resume, abort, flag, unflag, annotate or withdraw one participant, with a
+    note (a withdrawal's note is its reason, and required)."""
     participant = study().storage.participant(code)
     if participant is None:
         abort(404)
     action = request.form.get("action", "")
+    if action == "withdraw":
+        return _withdraw(code, request.form.get("note", ""))
     try:
         holds.apply_action(study().storage, participant, action,
                            request.form.get("note", ""), _address(), _now())
     except ValueError as error:
         abort(400, description=str(error))
+    study().announce(code)  # the page shows the hold, and continues when resumed
+    return _done(action, code)
+
+
+def _withdraw(code: str, reason: str) -> Any:
+    """Withdraw a participant (their data erased) with the reason, which is required."""
+    try:
+        study().withdraw_by_console(code, reason, _address())
+    except Rejected as rejection:
+        abort(400, description=rejection.detail or rejection.reason)
+    return _done("withdraw", code)
+
+
+def _done(action: str, code: str) -> Any:
     if request.accept_mimetypes.best == "application/json":
         return {"ok": True}
     flash(f"{action}: {code}")

@@ -26,6 +26,7 @@ def snapshot(storage: Any, now: float, connected: Callable[[str], int]) -> dict[
         status = statuses.get(participant["id"], DEFAULT_STATUS)
         rows.append({
             "code": participant["code"], "step": participant["step"],
+            "can_withdraw": participant["consent"] == "given",
             "created_at": participant["created_at"],
             "condition_order": json.loads(participant["condition_order"] or "null"),
             "status": status["status"], "flagged": bool(status["flagged"]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from study.protocol import Item, Protocol, Questionnaire, Scale
+from study.web import holds, rounds, withdrawal
 from study.web.rejections import Rejected
 
 STEPS = ("consent", "themes", "preferences", "practice", "teammate", "intro-1", "session-1",
@@ -16,6 +17,17 @@ STEPS = ("consent", "themes", "preferences", "practice", "teammate", "intro-1", 
          "done")
 TERMINAL = ("done", "declined", "withdrawn", "unmatched")
 ROUND_STEPS = {"practice": 0, "session-1": 1, "session-2": 2}
+
+
+# The pages of the experimenter's holds: generic, so every protocol has them.
+HOLD_PAGES = {
+    "paused": {"title": "Please wait a moment",
+               "text": "The study is paused for a moment. Please keep this page open: it "
+                       "continues by itself as soon as the study goes on."},
+    "aborted": {"title": "This session has ended",
+                "text": "The experimenter has ended this session. Thank you for your time. "
+                        "You may close this window now."},
+}
 
 
 def session_number(step: str) -> int | None:
@@ -73,6 +85,26 @@ def page(protocol: Protocol, step: str, robot: str | None,
     if step.startswith("intro"):
         result["transparency"] = transparency
     return result
+
+
+def status(storage: Any, participant: dict[str, Any]) -> dict[str, Any]:
+    """What the page shows besides the step: the experimenter's hold (with its page) and,
+    on the final page, the token of the private link to withdraw later."""
+    hold = holds.status_of(storage, participant["id"])["status"]
+    token = withdrawal.token_of(storage, participant["id"]) if participant["step"] == "done" \
+        else None
+    return {"hold": hold if hold in HOLD_PAGES else None, "hold_page": HOLD_PAGES.get(hold),
+            "withdraw_token": token}
+
+
+def teammate_station(protocol: Protocol, storage: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """The teammate's cookie of a running round (what its station decorates) and its mean
+    time per cookie (the pace of the cookie it will not finish before the deadline)."""
+    teammate = storage.one("SELECT * FROM teammates WHERE participant_id = ?",
+                           (row["participant_id"],))
+    speed = rounds.teammate_decorator(protocol, teammate).speed(row["teammate_task_type"])
+    return {"target": rounds.target(protocol, row["teammate_task_type"]),
+            "cookie_seconds": 1.0 / speed}
 
 
 def themes_json(protocol: Protocol) -> list[dict[str, Any]]:

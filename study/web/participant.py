@@ -17,6 +17,7 @@ from flask import (
     url_for,
 )
 
+from study.web import withdrawal
 from study.web.journey import Journey
 from study.web.rejections import Rejected
 
@@ -57,6 +58,21 @@ def page(code: str) -> str:
     except Rejected:
         abort(404)
     return render_template("participant.html", code=code, protocol=study.protocol)
+
+
+@blueprint.get("/withdraw/<token>")
+def withdraw_later(token: str) -> tuple[str, int]:
+    """The private link of the final page: asks once more before deleting anything."""
+    known = withdrawal.participant_of(journey().storage, token) is not None
+    return render_template("withdraw.html", protocol=journey().protocol, token=token,
+                           state="confirm" if known else "unknown"), 200 if known else 404
+
+
+@blueprint.post("/withdraw/<token>")
+def withdraw_later_confirmed(token: str) -> tuple[str, int]:
+    done = journey().withdraw_with_link(token)
+    return render_template("withdraw.html", protocol=journey().protocol, token=token,
+                           state="withdrawn" if done else "unknown"), 200 if done else 404
 
 
 @blueprint.get("/healthz")

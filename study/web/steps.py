@@ -1,16 +1,21 @@
 """Page steps: consent, preferences, questionnaires, debrief and withdrawal.
 
-Each method runs inside the journey's event transaction for one accepted ``submit`` or
-``withdraw`` message; a refusal raises ``Rejected`` and nothing is written.
+Each underscored method runs inside the journey's event transaction for one accepted
+``submit`` or ``withdraw`` message; a refusal raises ``Rejected`` and nothing is written.
+The public withdrawals come from outside a participant's page: the private link of the
+final page (``withdraw_with_link``) and the experimenter's console (``withdraw_by_console``).
 """
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from study.protocol import Protocol, preference_coefficient
 from study.storage import Storage
-from study.web import pages
+from study.web import holds, pages, withdrawal
 from study.web.pages import ROUND_STEPS, STEPS, session_number
 from study.web.rejections import Rejected
 
@@ -20,6 +25,11 @@ class Steps:
 
     protocol: Protocol
     storage: Storage
+    lock: threading.Lock
+    clock: Callable[[], float]
+    pushes: list[tuple[str, str, dict[str, Any]]]
+    state: Callable[[str], dict[str, Any]]
+    flush: Callable[[], None]
 
     def _session(self, participant_id: int, number: int) -> dict[str, Any]:
         return self.storage.one("SELECT * FROM sessions WHERE participant_id = ? AND number = ?",
@@ -29,6 +39,8 @@ class Steps:
         values: dict[str, Any] = {"step": step}
         if step == "done":
             values["finished_at"] = now
+            with self.storage.event() as db:
+                withdrawal.issue(db, participant_id, now)
         self.storage.update("participants", participant_id, values)
         self.storage.insert("steps", {"participant_id": participant_id, "step": step, "at": now})
 
@@ -115,3 +127,42 @@ class Steps:
             raise Rejected("out-of-order", "nothing to withdraw before consent")
         self.storage.erase_participant(participant["id"], {
             "step": "withdrawn", "data_consent": "withdrawn", "withdrawn_at": now})
+
+    def announce(self, code: str) -> None:
+        """Push the participant's page state (after a change made outside their page)."""
+        if self.storage.participant(code) is None:
+            return
+        state = self.state(code)
+        with self.lock:
+            self.pushes.append((code, "state", state))
+        self.flush()
+
+    def withdraw_with_link(self, token: str) -> bool:
+        """Withdraw the participant whose final page gave this token; False when the token
+        is unknown (never issued, or already used: it is erased with the data)."""
+        with self.storage.event():
+            participant = withdrawal.participant_of(self.storage, token)
+            if participant is None or participant["consent"] != "given":
+                return False
+            self._withdraw(participant, {}, self.clock())
+        self.announce(participant["code"])
+        return True
+
+    def withdraw_by_console(self, code: str, reason: str, remote_addr: str | None) -> None:
+        """The experimenter withdraws a participant (e.g. asked to by email): the data is
+        erased as for the participant's own withdrawal, and the console's log keeps the
+        code, the reason and when, but no link to the participant's (now empty) rows."""
+        if not reason.strip():
+            raise Rejected("invalid-answer", "a withdrawal needs a reason")
+        holds.ensure_tables(self.storage)
+        with self.storage.event() as db:
+            participant = self.storage.participant(code)
+            if participant is None:
+                raise Rejected("unknown-participant", code)
+            now = self.clock()
+            self._withdraw(participant, {}, now)
+            db["console_actions"].insert({
+                "at": now, "action": "withdraw", "participant_id": None, "code": code,
+                "note": reason[:holds.NOTE_LIMIT], "detail": json.dumps({}),
+                "remote_addr": remote_addr})
+        self.announce(code)

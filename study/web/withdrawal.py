@@ -1,0 +1,52 @@
+"""Withdrawing later: the private link a participant gets on the final page.
+
+The link carries a random token stored next to the participant (``withdrawal_links``). It
+is the participant's own key, distinct from the code of the study link, which the
+experimenter and the recruitment platform also know. Withdrawing erases the token with the
+rest of the participant's rows, so a used link is simply unknown afterwards.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import sqlite_utils
+
+TABLE = "withdrawal_links"
+COLUMNS = {"participant_id": int, "token": str, "created_at": float}
+TOKEN_BYTES = 18  # 24 URL-safe characters
+
+
+def ensure_table(db: sqlite_utils.Database) -> None:
+    """Create the table on first use (inside the caller's transaction)."""
+    db[TABLE].create(COLUMNS, pk="participant_id", not_null={"token", "created_at"},
+                     foreign_keys=[("participant_id", "participants")], if_not_exists=True)
+    db[TABLE].create_index(["token"], unique=True, if_not_exists=True)
+
+
+def issue(db: sqlite_utils.Database, participant_id: int, now: float) -> str:
+    """A new token for the participant (or the one already issued)."""
+    ensure_table(db)
+    existing = next(db.query(f"SELECT token FROM {TABLE} WHERE participant_id = ?",
+                             (participant_id,)), None)
+    if existing:
+        return str(existing["token"])
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    db[TABLE].insert({"participant_id": participant_id, "token": token, "created_at": now})
+    return token
+
+
+def token_of(storage: Any, participant_id: int) -> str | None:
+    if TABLE not in storage.db.table_names():
+        return None
+    row = storage.one(f"SELECT token FROM {TABLE} WHERE participant_id = ?", (participant_id,))
+    return row["token"] if row else None
+
+
+def participant_of(storage: Any, token: str) -> dict[str, Any] | None:
+    """The participant a token belongs to, or None for an unknown or used token."""
+    if not token or TABLE not in storage.db.table_names():
+        return None
+    return storage.one(f"SELECT p.* FROM {TABLE} w JOIN participants p ON "
+                       f"p.id = w.participant_id WHERE w.token = ?", (token,))
