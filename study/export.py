@@ -87,6 +87,9 @@ CODEBOOK: tuple[Table, ...] = (
                allowed="given, withdrawn, empty"),
         _at("finished_at", "when the participant reached `done`"),
         _at("withdrawn_at", "when the participant withdrew"),
+        Column("robots_identical", "INTEGER", "whether the two robots' plans for this "
+               "participant were the same round by round (the manipulation failed; shown in "
+               "the console)", allowed="0, 1, empty before the teammate was chosen"),
     )),
     Table("steps", "one step reached by a participant (the journey's event log)", (
         _id(), _fk("participant_id", "participants"),
@@ -129,6 +132,13 @@ CODEBOOK: tuple[Table, ...] = (
         Column("rating", "INTEGER", "preference: the rating of that theme; "
                "value = 0.01 + 0.98 * (rating - 1) / (points - 1)",
                units="scale points", allowed="1..points of the preference scale"),
+        Column("fraction", "REAL", "capability: correct fraction of the cookie left "
+               "unfinished at the end of the measured time (from `progress`); speed = "
+               "(cookies + fraction) / seconds", allowed="0..1"),
+        Column("cut_by_downtime", "INTEGER", "capability: 1 when server downtime cut the "
+               "measured round, which is then measured over the time the server was up "
+               "(with the type's first practice round added if that was under half the "
+               "round)", allowed="0, 1"),
         _at(),
     )),
     Table("teammates", "the simulated teammate matched to a participant", (
@@ -140,6 +150,9 @@ CODEBOOK: tuple[Table, ...] = (
                "the matched team", allowed="0, 1"),
         Column("distance", "REAL", "distance d (MODEL.md) between the participant and the "
                "matched member", allowed=">= 0"),
+        Column("skipped", "INTEGER", "nearer pool members passed over because the two robots "
+               "would have followed the same plan with them (0: the nearest member)",
+               allowed=">= 0"),
         Column("c_squares", "REAL", "teammate's capability on squares", allowed="0.01..0.99"),
         Column("c_letters", "REAL", "teammate's capability on letters", allowed="0.01..0.99"),
         Column("p_squares", "REAL", "teammate's preference for squares", allowed="0.01..0.99"),
@@ -192,8 +205,11 @@ CODEBOOK: tuple[Table, ...] = (
                        "(still running)"),
         Column("participant_cookies", "INTEGER", "cookies counted for the participant",
                units="cookies", allowed=">= 0"),
-        Column("teammate_cookies", "INTEGER", "cookies finished by the simulated teammate",
-               units="cookies", allowed=">= 0"),
+        Column("teammate_cookies", "INTEGER", "cookies finished by the simulated teammate "
+               "(stored when the round closes)", units="cookies", allowed=">= 0"),
+        _at("alive_until", "for a round cut by server downtime (closed by recovery): the "
+            "study's last sign of life before the crash; the teammate's cookies count only "
+            "up to it (empty otherwise)"),
     )),
     Table("allocations", "the kit the robot gave one human in one collaborative round", (
         _id(), _fk("round_id", "rounds"), _fk("session_id", "sessions"),
@@ -219,11 +235,25 @@ CODEBOOK: tuple[Table, ...] = (
         Column("msg_id", "TEXT", "the client's message id (idempotency key)",
                allowed="8-64 of [A-Za-z0-9_-], empty for the teammate"),
     )),
+    Table("progress", "one element placed or taken off a participant's cookie: the cookie "
+          "as then decorated, checked against the round's target", (
+        _id(), _fk("round_id", "rounds"), _fk("participant_id", "participants"),
+        Column("cookie", "INTEGER", "which cookie of the round it belongs to (1-based)",
+               allowed=">= 1"),
+        _at("at", "when the server received it"),
+        Column("placed", "INTEGER", "elements on the cookie (letters, filled boxes)",
+               allowed=">= 0"),
+        Column("correct", "INTEGER", "elements counting towards the target: letters, the "
+               "prefix that spells it; squares, right boxes minus wrong ones (at least 0)",
+               allowed=">= 0"),
+        Column("fraction", "REAL", "correct / elements of the target", allowed="0..1"),
+        Column("msg_id", "TEXT", "the client's message id", allowed="8-64 of [A-Za-z0-9_-]"),
+    )),
     Table("messages", "one accepted client message id (idempotency log)", (
         _id(), _fk("participant_id", "participants"),
         Column("msg_id", "TEXT", "the client's message id", allowed="8-64 of [A-Za-z0-9_-]"),
         Column("event", "TEXT", "Socket.IO event name",
-               allowed="submit, start_round, cookie, withdraw"),
+               allowed="submit, start_round, cookie, progress, withdraw"),
         _at(),
     )),
     Table("rejections", "one refused client message and why", (
@@ -263,6 +293,26 @@ CODEBOOK: tuple[Table, ...] = (
         Column("detail", "TEXT (JSON)", "what changed: new status, codes and condition "
                "orders of created links, rows exported"),
         Column("remote_addr", "TEXT", "address the console was used from"),
+    )),
+    Table("processes", "one server process sharing the database (no participant data)", (
+        Column("id", "TEXT", "host, pid and a random suffix (primary key)"),
+        Column("pid", "INTEGER", "operating-system process id"),
+        Column("host", "TEXT", "host name"),
+        _at("started_at", "its first heartbeat"),
+        _at("last_seen", "its latest heartbeat (every 0.5 s while alive)"),
+    )),
+    Table("leases", "a role exactly one server process holds at a time", (
+        Column("name", "TEXT", "the role (primary key)", allowed="round-scheduler"),
+        Column("holder", "TEXT", "processes.id of the holder"),
+        _at("expires_at", "when another process may take it over"),
+        _at("renewed_at", "the holder's latest renewal"),
+    )),
+    Table("connections", "one live participant connection (no participant data beyond the "
+          "code)", (
+        Column("sid", "TEXT", "Socket.IO session id (primary key)"),
+        Column("process", "TEXT", "processes.id of the process serving it"),
+        Column("code", "TEXT", "the participant code it joined as"),
+        _at("at", "when it joined"),
     )),
     Table("server_runs", "one start of the study server (the conditions data were collected "
           "under)", (

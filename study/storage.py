@@ -88,8 +88,8 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         [["participant_id", "kind", "task_type"]]),
     "teammates": (
         {"participant_id": INT, "pool": TEXT, "pool_team": INT, "participant_human": INT,
-         "distance": REAL, "c_squares": REAL, "c_letters": REAL, "p_squares": REAL,
-         "p_letters": REAL, "at": REAL},
+         "distance": REAL, "skipped": INT, "c_squares": REAL, "c_letters": REAL,
+         "p_squares": REAL, "p_letters": REAL, "at": REAL},
         {"participant_id", "pool", "pool_team", "participant_human", "distance", "at"},
         [("participant_id", "participants")], []),
     "messages": (

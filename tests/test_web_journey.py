@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from web_support import STUDY2, FakeClock, make_app, msg, small_pool
 
+from study.storage import SERVER_SCHEMA
 from study.web.targets import letters_of
 
 
@@ -89,7 +90,7 @@ def play_practice(browser: Browser, clock: FakeClock, app: Any, cookies: int = 2
         for _ in range(cookies):
             clock.advance(1.0)
             assert browser.cookie(round_state)["ok"]
-        clock.advance(10)
+        clock.advance(journey(app).protocol.practice_seconds)
         assert journey(app).tick(clock.now) == 1
 
 
@@ -99,7 +100,7 @@ def play_session(browser: Browser, clock: FakeClock, app: Any, session: int) -> 
         round_state = browser.start(number)
         clock.advance(1.5)
         assert browser.cookie(round_state)["ok"]
-        clock.advance(10)
+        clock.advance(journey(app).protocol.round_seconds)
         journey(app).tick(clock.now)
 
 
@@ -117,7 +118,9 @@ def test_the_whole_journey_is_stored_event_by_event(app, clock):
     capabilities = rows(app, "SELECT * FROM measurements WHERE kind = 'capability' "
                              "ORDER BY task_type")
     assert [m["cookies"] for m in capabilities] == [2, 2]
-    assert capabilities[0]["value"] == pytest.approx(min(0.99, 2 / 6 / 0.4))
+    protocol = journey(app).protocol
+    assert capabilities[0]["value"] == pytest.approx(
+        min(0.99, 2 / protocol.practice_seconds / protocol.cookies[0].reference_speed))
     sessions = rows(app, "SELECT * FROM sessions WHERE number > 0 ORDER BY number")
     assert [s["condition"] for s in sessions] == ["efficient", "fair"]
     assert all(s["plan"] and s["goal"] and s["reward"] is not None for s in sessions)
@@ -128,6 +131,7 @@ def test_the_whole_journey_is_stored_event_by_event(app, clock):
     you.submit("questionnaire-2", {"answers": SESSION_ANSWERS})
     you.submit("post", {"answers": {"better_consideration": "Robot Pat",
                                     "next_time": "Robot Chris", "age": 31,
+                                    "teammate_believed": "I was not sure",
                                     "gender": "Prefer not to say"}})
     state = you.submit("debrief", {"consent": True})
     assert state["step"] == "done"
@@ -137,7 +141,7 @@ def test_the_whole_journey_is_stored_event_by_event(app, clock):
                           "ORDER BY round, human", session["id"])
         assert [[a["task_type"] for a in given if a["round"] == r] for r in (1, 2)] == plan
     answers = rows(app, "SELECT questionnaire, item, value_number, value_text FROM answers")
-    assert len(answers) == 2 + 6 + 6 + 5
+    assert len(answers) == 2 + 6 + 6 + 6
     assert {a["item"]: a["value_text"] for a in answers if a["questionnaire"] == "post"}[
         "next_time_why"] is None
     assert [s["step"] for s in rows(app, "SELECT step FROM steps ORDER BY id")][-1] == "done"
@@ -171,9 +175,10 @@ def test_a_round_closes_at_its_deadline_without_a_browser(app, clock):
     you = Browser(app, "deadline-1")
     through_preferences(you)
     round_state = you.start(1)
-    assert round_state["deadline"] == pytest.approx(clock.now + 6)
+    seconds = journey(app).protocol.practice_seconds
+    assert round_state["deadline"] == pytest.approx(clock.now + seconds)
     you.client.disconnect()
-    assert journey(app).tick(clock.advance(5.9)) == 0
+    assert journey(app).tick(clock.advance(seconds - 0.1)) == 0
     assert journey(app).tick(clock.advance(0.1)) == 1
     closed = rows(app, "SELECT * FROM rounds")[0]
     assert closed["closed_at"] == clock.now and closed["close_reason"] == "deadline"
@@ -187,7 +192,7 @@ def test_a_cookie_after_the_deadline_is_refused(app, clock):
     you = Browser(app, "late-1")
     through_preferences(you)
     round_state = you.start(1)
-    clock.advance(6.5)
+    clock.advance(journey(app).protocol.practice_seconds + 0.5)
     reply = you.cookie(round_state)
     assert reply["reason"] == "round-closed"
     assert rows(app, "SELECT count(*) AS n FROM cookies")[0]["n"] == 0
@@ -229,7 +234,7 @@ def test_a_second_tab_gets_the_state_pushed(app, clock):
     assert pushed and pushed[-1]["args"][0]["step"] == "themes"
 
 
-def test_the_teammate_works_live_and_is_pushed(app, clock):
+def test_the_teammate_works_to_its_schedule_and_is_stored_at_the_close(app, clock):
     you = Browser(app, "live-1")
     through_preferences(you)
     play_practice(you, clock, app)
@@ -238,14 +243,20 @@ def test_the_teammate_works_live_and_is_pushed(app, clock):
     person = rows(app, "SELECT id FROM participants")[0]["id"]
     db(app).update("teammates", person, {"c_squares": 0.99, "c_letters": 0.99})  # a quick one
     round_state = you.start(1)
-    you.client.get_received()
-    times = journey(app).schedules[round_state["id"]]
+    times = round_state["teammate"]["times"]
     assert times, "the agent teammate finishes cookies in a round"
-    journey(app).tick(round_state["started_at"] + times[0])
-    pushed = [m["args"][0] for m in you.client.get_received() if m["name"] == "teammate"]
-    assert pushed[-1]["cookies"] == 1 and pushed[-1]["round_id"] == round_state["id"]
-    stored = rows(app, "SELECT * FROM cookies WHERE actor = 'teammate'")
-    assert len(stored) == 1 and stored[0]["seconds"] == pytest.approx(times[0])
+    assert times == sorted(times) and times[-1] <= round_state["deadline"]
+    assert round_state["teammate"]["cookies"] == 0
+    assert round_state["teammate"]["next_at"] == pytest.approx(times[0])
+    clock.now = times[0]
+    teammate = journey(app).state("live-1")["round"]["teammate"]
+    assert teammate["cookies"] == 1 and teammate["times"] == times
+    clock.now = round_state["deadline"]
+    journey(app).tick(clock.now)
+    stored = rows(app, "SELECT * FROM cookies WHERE actor = 'teammate' ORDER BY number")
+    assert [c["finished_at"] for c in stored] == pytest.approx(times)
+    assert rows(app, "SELECT teammate_cookies FROM rounds WHERE id = ?",
+                round_state["id"])[0]["teammate_cookies"] == len(times)
 
 
 def refusal(app: Any, browser: Browser, event: str, payload: Any, reason: str) -> None:
@@ -327,7 +338,8 @@ def test_withdrawing_at_debrief_deletes_everything_but_the_withdrawal(app, clock
     person = rows(app, "SELECT * FROM participants")[0]
     assert person["data_consent"] == "withdrawn" and person["withdrawn_at"] == clock.now
     for table in db(app).db.table_names():
-        if table not in ("participants", "server_runs"):  # server_runs: the protocol served
+        # server_runs: the protocol served; SERVER_SCHEMA: the server processes' own tables
+        if table not in ("participants", "server_runs", *SERVER_SCHEMA):
             assert db(app).db[table].count == 0, table
 
 
@@ -344,6 +356,8 @@ def test_study2_solves_fea_with_the_pool_bounds_and_shows_transparency(tmp_path,
                                                                       tmp_path_factory):
     teammates = small_pool(tmp_path_factory.mktemp("pool8"), kits=(8, 8))
     app = make_app(tmp_path, teammates, clock, protocol=STUDY2)
+    for code in ("first-one", "fea-1"):  # study2's links come from the console
+        journey(app).enrol(code)
     Browser(app, "first-one")
     you = Browser(app, "fea-1")
     assert you.join()["ok"]

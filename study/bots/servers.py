@@ -92,14 +92,17 @@ class ServeProcess:
                    "--host", "127.0.0.1", "--port", str(self.port), "--db", str(self.db),
                    "--pools", str(self.pools), *self.extra]
         self.process = subprocess.Popen(command, stdout=self._log_file,
-                                        stderr=subprocess.STDOUT, env=self.env)
+                                        stderr=subprocess.STDOUT, env=self.env,
+                                        start_new_session=True)
         wait_healthy(self.url, timeout, self.process)
         return self
 
     def kill(self) -> None:
-        """SIGKILL: no shutdown code runs, as in a crash or power cut."""
+        """SIGKILL to every process of the server (gunicorn's master and worker, or a
+        balanced server's workers, balancer and queue): no shutdown code runs, as in a
+        crash or power cut."""
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
+            os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
         self._close_log()
 
@@ -109,7 +112,7 @@ class ServeProcess:
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
         self._close_log()
 

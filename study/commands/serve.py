@@ -1,7 +1,10 @@
 """``study serve``: run the browser study of a protocol on this machine.
 
 The first run builds the protocol's team pool (cached under ``var/pools``); the database
-defaults to ``var/<protocol>.sqlite`` so a restart continues the same study.
+defaults to ``var/<protocol>.sqlite`` so a restart continues the same study. One process is
+gunicorn with a gevent worker (the stack Flask-SocketIO documents for production);
+``--workers N`` runs N of them on one database behind HAProxy, with Redis as the Socket.IO
+message queue (``study.web.deploy``).
 """
 
 from __future__ import annotations
@@ -9,10 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-
-from study.protocol import load_protocol
-from study.web import create_app
-from study.web.teammate import PoolTeammates
 
 DEFAULT_PROTOCOL = Path("protocols/study1.toml")
 
@@ -24,8 +23,10 @@ def console_password_set() -> bool:
 def register(subcommands: argparse._SubParsersAction) -> None:
     parser = subcommands.add_parser(
         "serve", help="serve the browser study of a protocol",
-        description="Serve the participant pages and the experimenter console of a protocol. "
-                    "Builds the protocol's team pool on first use and prints the links.",
+        description="Serve the participant pages and the experimenter console of a protocol "
+                    "on gunicorn with gevent. Builds the protocol's team pool on first use and "
+                    "prints the links. With --workers N, N server processes share the "
+                    "database and a Redis message queue behind one HAProxy address.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("protocol", nargs="?", type=Path, default=DEFAULT_PROTOCOL,
                         help="the study's protocol file")
@@ -35,33 +36,61 @@ def register(subcommands: argparse._SubParsersAction) -> None:
                         help="SQLite database (default: var/<protocol name>.sqlite)")
     parser.add_argument("--pools", type=Path, default=Path("var/pools"),
                         help="where team pools are built and cached")
+    parser.add_argument("--workers", type=_positive, default=1,
+                        help="server processes behind one address (more than 1 needs Debian's "
+                             "haproxy, and redis-server unless --message-queue is given)")
     parser.add_argument("--message-queue", default=os.environ.get("STUDY_MESSAGE_QUEUE"),
                         metavar="REDIS_URL",
                         help="Redis URL shared by several server processes on one database "
-                             "(or set STUDY_MESSAGE_QUEUE); without it, one process")
-    parser.add_argument("--no-scheduler", action="store_true",
-                        help="do not close rounds here: another process sharing the "
-                             "database and the message queue runs the one scheduler")
+                             "(or set STUDY_MESSAGE_QUEUE); with --workers N and none given, "
+                             "a redis-server is started for the study")
+    parser.add_argument("--quiet", action="store_true",
+                        help="print no links (a worker behind a balancer)")
     parser.set_defaults(handler=run)
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError("workers must be 1 to 64")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.workers == 1:
+        # gunicorn's gevent worker patches the standard library when it starts; patching
+        # here, before anything imports ssl or threading, makes that patch complete.
+        from gevent import monkey
+
+        monkey.patch_all()
+    from study.protocol import load_protocol
+    from study.web.deploy import Balanced, Single, ensure_pool_of
+
     protocol = load_protocol(args.protocol)
-    print(f"preparing the team pool of {protocol.name} (built once, then cached in "
-          f"{args.pools}) ...", flush=True)
-    teammates = PoolTeammates.for_protocol(protocol, args.pools)
     database = args.db or Path("var") / f"{protocol.name}.sqlite"
-    app = create_app({"PROTOCOL": args.protocol, "DATABASE": database, "TEAMMATES": teammates,
-                      "MESSAGE_QUEUE": args.message_queue,
-                      "SCHEDULER": not args.no_scheduler})
-    host = "localhost" if args.host in ("0.0.0.0", "127.0.0.1") else args.host
-    base = f"http://{host}:{args.port}"
-    print(f"study {protocol.name}: database {database}, pool {teammates.name}")
+    if not args.quiet:
+        print(f"preparing the team pool of {protocol.name} (built once, then cached in "
+              f"{args.pools}) ...", flush=True)
+    pool = ensure_pool_of(protocol, args.pools)
+    if args.workers == 1:
+        server = Single(args.protocol, database, args.pools, args.host, args.port,
+                        args.message_queue)
+    else:
+        server = Balanced(args.protocol, database, args.pools, args.host, args.port,
+                          args.workers, args.message_queue)
+    if not args.quiet:
+        _print_links(protocol.name, database, pool, args.host, args.port, args.workers)
+    return server.run()
+
+
+def _print_links(name: str, database: Path, pool: Path, host: str, port: int,
+                 workers: int) -> None:
+    shown = "localhost" if host in ("0.0.0.0", "127.0.0.1") else host
+    base = f"http://{shown}:{port}"
+    processes = "1 process" if workers == 1 else f"{workers} processes behind HAProxy"
+    print(f"study {name}: database {database}, pool {pool.name}, {processes}")
     print(f"  participant link (new participant): {base}/start")
     print(f"  participant link (with a code):     {base}/p/<code>")
     print(f"  experimenter console:               {base}/console"
           + ("" if console_password_set() else "  (DEMO MODE: no STUDY_CONSOLE_PASSWORD)"),
           flush=True)
-    app.extensions["socketio"].run(app, host=args.host, port=args.port,
-                                   allow_unsafe_werkzeug=True)
-    return 0

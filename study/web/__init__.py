@@ -4,6 +4,7 @@ Config keys: ``PROTOCOL`` (path, required), ``DATABASE`` (default ``var/<name>.s
 ``TEAMMATES`` (a teammate source; default: the protocol's pool, built on first use under
 ``POOL_DIR``), ``CLOCK`` (a function returning epoch seconds; tests inject one),
 ``SCHEDULER`` (start the round scheduler thread, default True),
+``ASYNC_MODE`` (Socket.IO's: ``threading`` by default, ``gevent`` under ``study serve``),
 ``MESSAGE_QUEUE`` (a Redis URL shared by several server processes, default none),
 ``STUDY_CONSOLE_PASSWORD`` (the experimenter console's; see ``study.web.auth``).
 ``SECRET_KEY`` defaults to ``STUDY_SECRET_KEY`` from the environment (the same on every
@@ -26,6 +27,7 @@ from study.storage import Storage
 from study.web import console, participant, sockets
 from study.web.admission import MAX_TRANSPORT_BYTES
 from study.web.journey import Journey
+from study.web.processes import Processes
 from study.web.scheduler import Scheduler
 from study.web.teammate import PoolTeammates
 
@@ -44,17 +46,33 @@ def create_app(config: dict[str, Any]) -> Flask:
     storage = Storage(config.get("DATABASE") or Path("var") / f"{protocol.name}.sqlite")
     teammates = config.get("TEAMMATES") or PoolTeammates.for_protocol(
         protocol, Path(config.get("POOL_DIR", "var/pools")))
-    socketio = SocketIO(app, async_mode="threading", message_queue=config.get("MESSAGE_QUEUE"),
+    socketio = SocketIO(app, async_mode=config.get("ASYNC_MODE", "threading"),
+                        message_queue=config.get("MESSAGE_QUEUE"),
                         max_http_buffer_size=MAX_TRANSPORT_BYTES)
-    journey = Journey(protocol, storage, teammates, config.get("CLOCK", time.time),
-                      lambda code, event, payload: socketio.emit(event, payload, to=code))
+    clock = config.get("CLOCK", time.time)
+    # With the clock running, a team is formed off the scheduler's thread; without it
+    # (tests drive ``tick`` by hand) at once, so what follows a tick is deterministic.
+    background = socketio.start_background_task if app.config["SCHEDULER"] else None
+    journey = Journey(protocol, storage, teammates, clock,
+                      lambda code, event, payload: socketio.emit(event, payload, to=code),
+                      **({"background": background} if background else {}))
+    processes = Processes(storage, clock)
     app.extensions["study"] = journey
-    app.extensions["connections"] = sockets.register(socketio, journey)
+    app.extensions["processes"] = processes
+    app.extensions["connections"] = sockets.register(socketio, journey, processes)
     app.register_blueprint(participant.blueprint)
     console.init_app(app)
-    journey.recover()
+    recover(journey, processes)
     if app.config["SCHEDULER"]:
-        scheduler = Scheduler(journey)
+        scheduler = Scheduler(journey, processes)
         app.extensions["scheduler"] = scheduler
         scheduler.start()
     return app
+
+
+def recover(journey: Journey, processes: Processes) -> None:
+    """At start: if no other process of the study is alive, the study was down since its
+    last sign of life; close the rounds whose deadline passed meanwhile."""
+    if not processes.others_alive():
+        journey.recover(processes.last_sign_of_life())
+    processes.forget_dead()

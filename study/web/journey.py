@@ -10,6 +10,7 @@ clock is injected: deadlines are tested by calling ``tick(now)``.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import secrets
 import threading
@@ -32,12 +33,18 @@ from study.web.teammate import TeammateSource, algorithm_for
 MSG_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 CODE = re.compile(r"^[A-Za-z0-9_-]{3,64}$")
 EXTERNAL_ID_LIMIT = 512
+log = logging.getLogger(__name__)
 
 Notify = Callable[[str, str, dict[str, Any]], None]
 
 
 def _no_notify(code: str, event: str, payload: dict[str, Any]) -> None:
     """Default sink for pushes when nothing listens (tools, some tests)."""
+
+
+def _at_once(work: Callable[[], None]) -> None:
+    """Default for work the server runs off the clock: do it now (tools, tests)."""
+    work()
 
 
 class Journey(Steps, Rounds, TeamFormation, PageState):
@@ -48,13 +55,15 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
     """
 
     def __init__(self, protocol: Protocol, storage: Storage, teammates: TeammateSource,
-                 clock: Callable[[], float], notify: Notify = _no_notify) -> None:
+                 clock: Callable[[], float], notify: Notify = _no_notify,
+                 background: Callable[[Callable[[], None]], Any] = _at_once) -> None:
         self.protocol = protocol
+        self.background = background
         self.storage = storage
         self.teammates = teammates
         self.clock = clock
         self.notify = notify
-        self.lock = threading.RLock()
+        self.lock = threading.Lock()  # guards the list of pushes only
         self.policies: dict[int, Policy] = {}
         self.schedules: dict[int, list[float]] = {}
         self.pushes: list[tuple[str, str, dict[str, Any]]] = []
@@ -66,24 +75,26 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
 
     def enrol(self, code: str | None = None,
               external_ids: dict[str, str] | None = None) -> dict[str, Any]:
-        """The participant with this code, created if new; recruitment ids are recorded."""
+        """The participant with this code, created if new; recruitment ids are recorded.
+
+        One write transaction, so two processes enrolling at once see each other's
+        participants when they count the condition orders."""
         if code is not None and not CODE.match(code):
             raise Rejected("bad-code", "codes are 3-64 letters, digits, '-' or '_'")
         ids = {k[:64]: str(v)[:EXTERNAL_ID_LIMIT] for k, v in (external_ids or {}).items()}
-        with self.lock:
+        with self.storage.event() as db:
             code = code or self._new_code()
             existing = self.storage.participant(code)
             if existing is not None:
                 self._add_external_ids(existing, ids)
-                return self.storage.participant(code)  # type: ignore[return-value]
-            now = self.clock()
-            with self.storage.event() as db:
+            else:
+                now = self.clock()
                 pid = db["participants"].insert({
                     "code": code, "protocol": self.protocol.name, "created_at": now,
                     "step": "consent", "condition_order": to_json(self._condition_order()),
                     "external_ids": to_json(ids) if ids else None}).last_pk
                 db["steps"].insert({"participant_id": pid, "step": "consent", "at": now})
-            return self.storage.participant(code)  # type: ignore[return-value]
+        return self.storage.participant(code)  # type: ignore[return-value]
 
     def _new_code(self) -> str:
         while True:
@@ -108,38 +119,50 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         """Bind a connection to a participant: the reply is the state rebuilt from SQLite."""
         if not isinstance(code, str) or not CODE.match(code):
             return self._refuse(None, "join", None, Rejected("bad-code"), {"code": code})
-        with self.lock:
-            if self.storage.participant(code) is None:
-                return self._refuse(None, "join", None,
-                                    Rejected("unknown-participant", code), {"code": code})
-            return {"ok": True, "state": self.state(code)}
+        if self.storage.participant(code) is None:
+            return self._refuse(None, "join", None,
+                                Rejected("unknown-participant", code), {"code": code})
+        return {"ok": True, "state": self.state(code)}
 
     # --- messages -----------------------------------------------------------------------
 
     def handle(self, event: str, code: str | None, payload: Any) -> dict[str, Any]:
-        """Check and apply one client message; the reply is the ack of the socket protocol."""
-        handlers = {"submit": self._submit, "start_round": self._start_round,
-                    "cookie": self._cookie, "withdraw": self._withdraw}
-        with self.lock:
-            participant = self.storage.participant(code) if code else None
-            msg_id = payload.get("msg_id") if isinstance(payload, dict) else None
-            try:
+        """Check and apply one client message; the reply is the ack of the socket protocol.
+
+        The participant's row is read, the message checked and its effect written in one
+        write transaction: participants never wait for each other beyond SQLite's single
+        writer, and two tabs or processes acting for one participant are applied one after
+        the other. Whatever goes wrong inside is a logged refusal with an ack."""
+        participant: dict[str, Any] | None = None
+        msg_id = payload.get("msg_id") if isinstance(payload, dict) else None
+        try:
+            with self.storage.event() as db:
+                participant = self.storage.participant(code) if code else None
                 if participant is None:
                     raise Rejected("not-joined", "send join with a participant code first")
                 self.admission.check(participant, event, payload)  # size, rate, holds
                 msg_id = self._check_message(participant, payload)
                 now = self.clock()
-                with self.storage.event() as db:
-                    db["messages"].insert({"participant_id": participant["id"],
-                                           "msg_id": msg_id, "event": event, "at": now})
-                    handlers[event](participant, payload, now)
-            except Rejected as rejection:
-                reply = self._refuse(participant, event, msg_id, rejection, payload)
-            else:
-                reply = {"ok": True, "state": self.state(participant["code"])}
-                self.pushes.append((participant["code"], "state", reply["state"]))
+                db["messages"].insert({"participant_id": participant["id"],
+                                       "msg_id": msg_id, "event": event, "at": now})
+                self.handlers[event](participant, payload, now)
+        except Rejected as rejection:
+            reply = self._refuse(participant, event, msg_id, rejection, payload)
+        except Exception as error:  # a handler bug must not lose the ack or the log
+            log.exception("message %s of %s failed", event, code)
+            reply = self._refuse(participant, event, msg_id,
+                                 Rejected("malformed", type(error).__name__), payload)
+        else:
+            reply = {"ok": True, "state": self.state(participant["code"])}
+            self.pushes.append((participant["code"], "state", reply["state"]))
         self.flush()
         return reply
+
+    @property
+    def handlers(self) -> dict[str, Callable[[dict[str, Any], Any, float], None]]:
+        """The participant messages (``study.web.sockets.EVENTS``) and what applies them."""
+        return {"submit": self._submit, "start_round": self._start_round,
+                "cookie": self._cookie, "progress": self._progress, "withdraw": self._withdraw}
 
     def _check_message(self, participant: dict[str, Any], payload: Any) -> str:
         if not isinstance(payload, dict):
@@ -166,7 +189,7 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         return reply
 
     def flush(self) -> None:
-        """Send the pushes collected under the lock, outside it."""
+        """Send the pushes collected while writing, once the transaction is over."""
         with self.lock:
             pushes, self.pushes = self.pushes, []
         for code, event, payload in pushes:

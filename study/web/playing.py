@@ -28,7 +28,7 @@ class Rounds:
 
     protocol: Protocol
     storage: Storage
-    lock: threading.RLock
+    lock: threading.Lock
     clock: Callable[[], float]
     policies: dict[int, Policy]
     schedules: dict[int, list[float]]
@@ -119,28 +119,37 @@ class Rounds:
 
     # --- the clock ----------------------------------------------------------------------
 
-    def tick(self, now: float | None = None, reason: str = "deadline") -> int:
-        """Bring every running round up to ``now``: the teammate's cookies that fell due,
-        and the rounds whose deadline passed closed. Returns how many rounds closed."""
-        now = self.clock() if now is None else now
-        closed = 0
-        with self.lock:
-            running = self.storage.all(
-                "SELECT r.*, s.number AS session_number, p.code FROM rounds r "
-                "JOIN sessions s ON s.id = r.session_id "
-                "JOIN participants p ON p.id = r.participant_id WHERE r.closed_at IS NULL")
-            for row in running:
-                if row["teammate_task_type"] is not None:
-                    self._teammate_progress(row, min(now, row["deadline"]))
-                if now >= row["deadline"]:
-                    self._close_round(row, now, reason)
-                    closed += 1
-        self.flush()
-        return closed
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a running round (an index lookup): when to tick next."""
+        row = self.storage.one("SELECT min(deadline) AS at FROM rounds WHERE closed_at IS NULL")
+        return row["at"] if row else None  # type: ignore[index]
 
-    def recover(self) -> int:
-        """At server start: close the rounds whose deadline passed while it was down."""
-        return self.tick(self.clock(), reason="recovery")
+    def tick(self, now: float | None = None, reason: str = "deadline",
+             alive_until: float | None = None) -> int:
+        """Close every running round whose deadline has passed by ``now``; returns how many.
+
+        Overdue rounds come from an index on the open rounds' deadlines, so a tick with
+        nothing due costs one lookup however many rounds run. ``alive_until`` is the
+        study's last sign of life before a crash (recovery): the agent teammate does not
+        decorate while the server was down.
+        """
+        now = self.clock() if now is None else now
+        overdue = self.storage.all(
+            "SELECT r.*, s.number AS session_number, p.code FROM rounds r "
+            "JOIN sessions s ON s.id = r.session_id "
+            "JOIN participants p ON p.id = r.participant_id "
+            "WHERE r.closed_at IS NULL AND r.deadline <= ? ORDER BY r.deadline", (now,))
+        closed = [row for row in overdue if self._close_round(row, now, reason, alive_until)]
+        for row in closed:
+            if row["number"] == row["session_rounds"] and row["session_number"] == 0:
+                self.form_team(row["participant_id"])
+        self.flush()
+        return len(closed)
+
+    def recover(self, alive_until: float | None) -> int:
+        """At start, when no other server process is alive: close the rounds whose deadline
+        passed while the study was down (``alive_until``: its last sign of life)."""
+        return self.tick(self.clock(), reason="recovery", alive_until=alive_until)
 
     def _schedule(self, row: dict[str, Any]) -> list[float]:
         if row["id"] not in self.schedules:
@@ -150,42 +159,48 @@ class Rounds:
                 self.protocol, teammate, row, row["session_number"])  # type: ignore[arg-type]
         return self.schedules[row["id"]]
 
-    def _teammate_progress(self, row: dict[str, Any], until: float) -> None:
-        times = self._schedule(row)
-        due = sum(1 for t in times if row["started_at"] + t <= until)
-        for number in range(row["teammate_cookies"] + 1, due + 1):
-            seconds = times[number - 1]
-            with self.storage.event() as db:
-                db["cookies"].insert({
-                    "round_id": row["id"], "participant_id": row["participant_id"],
-                    "actor": "teammate", "number": number,
-                    "task_type": row["teammate_task_type"],
-                    "task_name": TASK_NAMES[row["teammate_task_type"]],
-                    "finished_at": row["started_at"] + seconds, "seconds": seconds})
-                db["rounds"].update(row["id"], {"teammate_cookies": number})
-        if due > row["teammate_cookies"]:
-            row["teammate_cookies"] = due
-            self.pushes.append((row["code"], "teammate", {
-                "round_id": row["id"], "cookies": due,
-                "next_at": self._next_teammate_cookie(row, times)}))
+    def _teammate_cookies(self, row: dict[str, Any], until: float) -> None:
+        """Store the teammate's cookies finished by ``until``: its schedule is seeded by the
+        round, so the cookies are written once, when the round closes."""
+        times = [t for t in self._schedule(row) if row["started_at"] + t <= until]
+        self.storage.db["cookies"].insert_all([{
+            "round_id": row["id"], "participant_id": row["participant_id"],
+            "actor": "teammate", "number": number, "task_type": row["teammate_task_type"],
+            "task_name": TASK_NAMES[row["teammate_task_type"]],
+            "finished_at": row["started_at"] + seconds, "seconds": seconds}
+            for number, seconds in enumerate(times, 1)])
+        row["teammate_cookies"] = len(times)
 
     @staticmethod
-    def _next_teammate_cookie(row: dict[str, Any], times: list[float]) -> float | None:
-        done = row["teammate_cookies"]
-        return row["started_at"] + times[done] if done < len(times) else None
+    def _next_teammate_cookie(row: dict[str, Any], times: list[float],
+                              now: float) -> float | None:
+        upcoming = [row["started_at"] + t for t in times if row["started_at"] + t > now]
+        return upcoming[0] if upcoming else None
 
-    def _close_round(self, row: dict[str, Any], now: float, reason: str) -> None:
+    def _close_round(self, row: dict[str, Any], now: float, reason: str,
+                     alive_until: float | None) -> bool:
+        """Close one round in its own transaction, only if it is still open (another
+        process may have closed it); the teammate's cookies and the session's end go with
+        it. Choosing the teammate after practice happens afterwards (``form_team``)."""
+        cut = alive_until is not None and alive_until < row["deadline"]
         with self.storage.event():
-            self.storage.update("rounds", row["id"], {"closed_at": now, "close_reason": reason})
+            still_open = self.storage.one("SELECT closed_at FROM rounds WHERE id = ?",
+                                          (row["id"],))
+            if still_open is None or still_open["closed_at"] is not None:
+                return False
+            if row["teammate_task_type"] is not None:
+                self._teammate_cookies(row, min(row["deadline"], alive_until or row["deadline"]))
+            self.storage.update("rounds", row["id"], {
+                "closed_at": now, "close_reason": reason,
+                "teammate_cookies": row["teammate_cookies"],
+                "alive_until": alive_until if cut else None})
             session = self.storage.one("SELECT * FROM sessions WHERE id = ?", (row["session_id"],))
+            row["session_rounds"] = session["rounds"]  # type: ignore[index]
             if row["number"] == session["rounds"]:  # type: ignore[index]
                 self.storage.update("sessions", row["session_id"], {"finished_at": now})
-                self._after_session(row["participant_id"], row["session_number"], now)
+                if row["session_number"] > 0:
+                    self._advance(row["participant_id"], f"questionnaire-"
+                                                         f"{row['session_number']}", now)
         self.schedules.pop(row["id"], None)
         self.pushes.append((row["code"], "state", self.state(row["code"])))
-
-    def _after_session(self, participant_id: int, number: int, now: float) -> None:
-        if number == 0:
-            self._choose_teammate(participant_id, now)
-        else:
-            self._advance(participant_id, f"questionnaire-{number}", now)
+        return True

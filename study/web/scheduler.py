@@ -1,30 +1,32 @@
-"""The round scheduler: a thread that calls ``Journey.tick(now)`` a few times a second.
+"""The round scheduler: closes rounds at their stored deadlines, in exactly one process.
 
-Rounds close at their stored deadline whether or not a browser is connected, and the
-agent teammate's cookies appear as they fall due. The work lives in ``tick(now)`` so tests
-drive it with an injected clock instead of this thread.
+Every server process runs this loop, but only the holder of the scheduler's lease
+(``study.web.processes``) closes rounds; the others keep their heartbeat and take the lease
+over within two seconds of the holder's death. The holder sleeps until the earliest open
+deadline (an index lookup) or its next heartbeat, whichever comes first, so a round closes
+as its deadline passes and a quiet study costs nothing. The work lives in
+``Journey.tick(now)`` so tests drive it with an injected clock instead of this thread.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from study.web.journey import Journey
+from study.web.processes import HEARTBEAT_SECONDS, Processes
 
 log = logging.getLogger(__name__)
-# A round closes at most this long after its deadline (plus the tick's own work): the load
-# benchmark's target is 100 ms with a hundred participants, and a tick with nothing due is
-# one small query.
-TICK_SECONDS = 0.02
 
 
 class Scheduler:
-    """Ticks a journey every ``interval`` seconds until stopped."""
+    """Heartbeat, lease and deadlines of one server process, until stopped."""
 
-    def __init__(self, journey: Journey, interval: float = TICK_SECONDS) -> None:
+    def __init__(self, journey: Journey, processes: Processes) -> None:
         self.journey = journey
-        self.interval = interval
+        self.processes = processes
+        self.holding = False
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self.run, name="round-scheduler", daemon=True)
 
@@ -35,10 +37,34 @@ class Scheduler:
         self.stopped.set()
         if self.thread.is_alive():
             self.thread.join(timeout=5)
+        self.processes.leave()
 
     def run(self) -> None:
-        while not self.stopped.wait(self.interval):
-            try:
-                self.journey.tick()
-            except Exception:  # a bad tick must not stop every later deadline
-                log.exception("round scheduler tick failed")
+        next_beat = 0.0
+        while not self.stopped.is_set():
+            if time.time() >= next_beat:
+                next_beat = time.time() + HEARTBEAT_SECONDS
+                self._beat()
+            wake = next_beat
+            if self.holding:
+                wake = min(wake, self._tick())
+            self.stopped.wait(max(0.0, wake - time.time()))
+
+    def _beat(self) -> None:
+        try:
+            was_holding, self.holding = self.holding, self.processes.beat()
+            if self.holding and not was_holding:
+                log.info("process %s runs the round scheduler", self.processes.id)
+                self.journey.form_pending_teams()
+        except Exception:  # a failed heartbeat is retried at the next one
+            log.exception("round scheduler heartbeat failed")
+
+    def _tick(self) -> float:
+        """Close what is due; returns when the next round falls due (or a beat from now)."""
+        try:
+            self.journey.tick()
+            upcoming = self.journey.next_deadline()
+        except Exception:  # a bad tick must not stop every later deadline
+            log.exception("round scheduler tick failed")
+            upcoming = None
+        return upcoming if upcoming is not None else time.time() + HEARTBEAT_SECONDS

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -17,29 +16,28 @@ class PageState:
 
     protocol: Protocol
     storage: Storage
-    lock: threading.RLock
     clock: Callable[[], float]
 
     def state(self, code: str) -> dict[str, Any]:
         """Everything the participant's page needs, rebuilt from the database."""
-        with self.lock:
-            participant = self.storage.participant(code)
-            step = participant["step"]  # type: ignore[index]
-            number = ROUND_STEPS.get(step, session_number(step))
-            session = self._session(participant["id"], number) if number else None  # type: ignore[index]
-            robot = session["robot"] if session else None
-            transparency = (self.protocol.condition(session["condition"]).transparency
-                            if session and session["condition"] else "")
-            state = {"code": code, "step": step, "now": self.clock(),
-                     "progress": {"index": STEPS.index(step) if step in STEPS else len(STEPS),
-                                  "total": len(STEPS)},
-                     "page": pages.page(self.protocol, step, robot, transparency),
-                     "robot": {"name": robot} if robot else None, "round": None,
-                     "last_round": self._last_round_summary(participant["id"])}  # type: ignore[index]
-            if step in ROUND_STEPS:
-                state["round"] = self._round_state(self._session(participant["id"],  # type: ignore[index]
-                                                                 ROUND_STEPS[step]))
-            return state
+        participant = self.storage.participant(code)
+        step = participant["step"]  # type: ignore[index]
+        number = ROUND_STEPS.get(step, session_number(step))
+        session = self._session(participant["id"], number) if number else None  # type: ignore[index]
+        robot = session["robot"] if session else None
+        transparency = (self.protocol.condition(session["condition"]).transparency
+                        if session and session["condition"] else "")
+        state = {"code": code, "step": step, "now": self.clock(),
+                 "progress": {"index": STEPS.index(step) if step in STEPS else len(STEPS),
+                              "total": len(STEPS)},
+                 "page": pages.page(self.protocol, step, robot, transparency),
+                 "robot": {"name": robot} if robot else None, "round": None,
+                 "last_round": self._last_round_summary(participant["id"])}  # type: ignore[index]
+        state.update(pages.status(self.storage, participant))  # type: ignore[arg-type]
+        if step in ROUND_STEPS:
+            state["round"] = self._round_state(self._session(participant["id"],  # type: ignore[index]
+                                                             ROUND_STEPS[step]))
+        return state
 
     def _last_round_summary(self, participant_id: int) -> dict[str, Any] | None:
         row = self.storage.one(
@@ -63,7 +61,8 @@ class PageState:
             remaining[row["task_type"]] -= 1
         state: dict[str, Any] = {
             "session": session["number"], "of": session["rounds"], "running": running,
-            "next": None if running else (last["number"] + 1 if last else 1),
+            "next": None if running or (last and last["number"] >= session["rounds"])
+            else (last["number"] + 1 if last else 1),
             "station": remaining if session["kind"] == "collaborative" else None}
         if running:
             state.update(self._running_round(last, session))  # type: ignore[arg-type]
@@ -75,11 +74,13 @@ class PageState:
                  "task_name": row["task_name"], "cookies": row["participant_cookies"],
                  "target": rounds.target(self.protocol, row["task_type"]), "teammate": None}
         if row["teammate_task_type"] is not None:
+            now = self.clock()
             times = self._schedule({**row, "session_number": session["number"]})
             state["teammate"] = {"task_type": row["teammate_task_type"],
                                  "task_name": TASK_NAMES[row["teammate_task_type"]],
-                                 "cookies": row["teammate_cookies"],
-                                 "next_at": self._next_teammate_cookie(row, times),
+                                 "cookies": sum(row["started_at"] + t <= now for t in times),
+                                 "next_at": self._next_teammate_cookie(row, times, now),
                                  "times": [row["started_at"] + t for t in times]}
+            state["teammate"].update(pages.teammate_station(self.protocol, self.storage, row))
         return state
 

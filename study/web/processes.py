@@ -1,0 +1,101 @@
+"""Server processes sharing one study database: who is alive, who runs the clock, and which
+participant connections each one serves.
+
+Several ``study serve`` processes may serve one study behind a load balancer. They agree
+through the database they already share: each writes a heartbeat, exactly one holds the
+round scheduler's lease (renewed with the heartbeat, taken over when it lapses), and each
+records its live connections so the console counts all of them. The heartbeats also tell a
+starting process whether the study was down (no other process alive) and since when.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections import Counter
+from collections.abc import Callable
+
+from study.storage import Storage
+
+HEARTBEAT_SECONDS = 0.5
+# A lease lapses this long after its last renewal, so a dead holder's rounds are taken over
+# within HEARTBEAT_SECONDS + LEASE_SECONDS (2 s).
+LEASE_SECONDS = 1.5
+# A process not seen for this long is dead: its connections no longer count.
+ALIVE_SECONDS = 2.0
+SCHEDULER_LEASE = "round-scheduler"
+
+
+class Processes:
+    """This process's view of the study's server processes."""
+
+    def __init__(self, storage: Storage, clock: Callable[[], float]) -> None:
+        self.storage = storage
+        self.clock = clock
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+    # --- liveness -----------------------------------------------------------------------
+
+    def others_alive(self) -> bool:
+        """Whether another process showed a sign of life within ``ALIVE_SECONDS``."""
+        row = self.storage.one("SELECT count(*) AS n FROM processes WHERE id != ? AND "
+                               "last_seen > ?", (self.id, self.clock() - ALIVE_SECONDS))
+        return bool(row and row["n"])
+
+    def last_sign_of_life(self) -> float | None:
+        """When any process of this study was last seen (before this one started)."""
+        row = self.storage.one("SELECT max(last_seen) AS at FROM processes WHERE id != ?",
+                               (self.id,))
+        return row["at"] if row else None
+
+    def beat(self) -> bool:
+        """Write this process's heartbeat and renew or take the scheduler's lease; returns
+        whether this process holds the lease. One transaction, so two processes never both
+        take a lapsed lease."""
+        now = self.clock()
+        with self.storage.event() as db:
+            db["processes"].upsert({"id": self.id, "pid": os.getpid(),
+                                    "host": socket.gethostname(), "last_seen": now}, pk="id")
+            db.execute("UPDATE processes SET started_at = ? WHERE id = ? AND started_at IS "
+                       "NULL", (now, self.id))
+            lease = self.storage.one("SELECT * FROM leases WHERE name = ?", (SCHEDULER_LEASE,))
+            if lease is not None and lease["holder"] != self.id and lease["expires_at"] > now:
+                return False
+            db["leases"].upsert({"name": SCHEDULER_LEASE, "holder": self.id,
+                                 "expires_at": now + LEASE_SECONDS, "renewed_at": now},
+                                pk="name")
+            return True
+
+    def leave(self) -> None:
+        """A clean stop: give up the lease and the connections at once."""
+        with self.storage.event() as db:
+            db.execute("DELETE FROM leases WHERE holder = ?", (self.id,))
+            db.execute("DELETE FROM connections WHERE process = ?", (self.id,))
+            db.execute("DELETE FROM processes WHERE id = ?", (self.id,))
+
+    def forget_dead(self) -> None:
+        """Drop the connections of processes that died without saying goodbye."""
+        with self.storage.event() as db:
+            db.execute("DELETE FROM connections WHERE process NOT IN (SELECT id FROM "
+                       "processes WHERE last_seen > ?) AND process != ?",
+                       (self.clock() - ALIVE_SECONDS, self.id))
+
+    # --- connections --------------------------------------------------------------------
+
+    def connected(self, sid: str, code: str) -> None:
+        with self.storage.event() as db:
+            db["connections"].upsert({"sid": sid, "process": self.id, "code": code,
+                                      "at": self.clock()}, pk="sid")
+
+    def disconnected(self, sid: str) -> None:
+        with self.storage.event() as db:
+            db.execute("DELETE FROM connections WHERE sid = ?", (sid,))
+
+    def connection_counts(self) -> Counter[str]:
+        """Live connections per participant code, over every live process."""
+        rows = self.storage.all(
+            "SELECT code, count(*) AS n FROM connections WHERE process = ? OR process IN "
+            "(SELECT id FROM processes WHERE last_seen > ?) GROUP BY code",
+            (self.id, self.clock() - ALIVE_SECONDS))
+        return Counter({row["code"]: row["n"] for row in rows})
