@@ -175,6 +175,8 @@ class Theme(Strict):
 
 
 def _pool_bounds(value: Any) -> Any:
+    if isinstance(value, str) and value != "pool":
+        raise ValueError('must be "pool" or [lo, hi]')
     return None if value == "pool" else value
 
 

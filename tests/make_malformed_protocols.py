@@ -228,6 +228,13 @@ CASES = [
     Case("range-text-length", "a text answer of no length", 'text = "Why? (optional)"',
          'text = "Why? (optional)"\nmax_length = 0',
          "questionnaires.post.items.<post:next_time_why>.max_length", "max_length = 0"),
+    Case("fea-bounds-word", "a misspelt \"pool\" for FEA's bounds", 'algorithm = "fair"',
+         'algorithm = "fea"\nfea_bounds = "poool"', "conditions.1.fea_bounds", "fea_bounds"),
+    Case("fea-bounds-reversed", "FEA bounds with lo above hi", 'algorithm = "fair"',
+         'algorithm = "fea"\nfea_bounds = [2, 1]', "conditions.1.fea_bounds", "fea_bounds"),
+    Case("fea-bounds-without-pool-fea", "FEA taking bounds from a pool that has none",
+         'algorithm = "fair"', 'algorithm = "fea"', "conditions.1.fea_bounds",
+         '[[conditions]]\nid = "fair"'),
     Case("w-without-fea", "a weight for a robot that does not use one",
          'robot = "Chris"', 'robot = "Chris"\nw = 0.5', "conditions.0.w", "w = 0.5"),
     # --- unsafe or oversized names and texts ---
