@@ -213,6 +213,9 @@ def _theme_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
         theme = getattr(doc.cookies, name).theme
         if theme not in seen:
             yield f"cookies.{name}.theme", f"names no theme ({', '.join(sorted(seen))})"
+    if doc.cookies.squares.theme == doc.cookies.letters.theme:
+        yield "cookies.letters.theme", (f"both cookie types use '{doc.cookies.letters.theme}'; "
+                                        "each needs its own theme for its own preference")
 
 
 def _condition_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
@@ -255,6 +258,8 @@ def _questionnaire_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
                 yield f"{dotted}.scale", f"names no scale ({', '.join(sorted(doc.scales))})"
             if isinstance(item, schema.NumberItem) and not item.min < item.max:
                 yield f"{dotted}.max", "must be greater than min"
+            if isinstance(item, schema.ChoiceItem) and len(set(item.options)) < len(item.options):
+                yield f"{dotted}.options", "lists an option twice"
 
 
 def _robot_reference_problems(doc: schema.ProtocolFile,
