@@ -13,13 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from study.model import InvalidInput, state_space
 from study.pool.columns import goal_sums
-from study.pool.store import coefficients_of, read_metadata, spec_of
-
-READ_BATCH = 65_536
+from study.pool.store import coefficients_of, read_metadata, row_groups, spec_of
 
 
 @dataclass(frozen=True)
@@ -38,12 +35,12 @@ class Bounds:
 
 
 def _abs_fair_equity(path: Path, humans: int, kits: tuple[int, ...]) -> Iterator[np.ndarray]:
-    """``|FE|`` ``[B, G]`` over every goal state, one read batch of teams at a time."""
+    """``|FE|`` ``[G, B]`` over every goal state, one row group of teams at a time."""
     space = state_space(humans, kits)
-    goals = space.allocations[space.goals]
+    goals = space.goal_allocations
     names = [f"{kind}_{i}_{j}" for kind in ("c", "p") for i in range(humans)
              for j in range(len(kits))]
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=READ_BATCH, columns=names):
+    for batch in row_groups(path, names):
         c, p = coefficients_of(batch, humans, len(kits))
         yield np.abs(goal_sums(c, p, goals).fair_equity())
 

@@ -93,7 +93,9 @@ class MemberIndex:
         self.teammate_c = c[local, 1 - members]
         self.teammate_p = p[local, 1 - members]
         self.description, self.pool = description, pool
-        self.tree = cKDTree(self.points) if len(teams) else None
+        # An unbalanced tree of plain nodes builds about twice as fast; queries stay exact.
+        self.tree = (cKDTree(self.points, balanced_tree=False, compact_nodes=False)
+                     if len(teams) else None)
 
     def __len__(self) -> int:
         return len(self.teams)

@@ -53,6 +53,11 @@ class Criteria:
     def needs_fair_gap(self) -> bool:
         return self.fair_gap_above is not None
 
+    @property
+    def needs_coefficients(self) -> bool:
+        """Whether the mask reads ``c`` and ``p`` (coefficient intervals are given)."""
+        return self.c is not None or self.p is not None
+
     def mask(self, c: np.ndarray, p: np.ndarray, team_type: np.ndarray,
              fair_gap: np.ndarray | None = None) -> np.ndarray:
         """``[B]`` booleans for teams ``c, p [B, h, n]`` with team type codes ``[B]``."""
