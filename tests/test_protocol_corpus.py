@@ -8,6 +8,7 @@ the error must name.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -85,3 +86,16 @@ def test_the_shipped_protocols_pass_study_check(path, capsys):
 def test_study_check_needs_a_protocol_or_the_schema(capsys):
     assert main(["check"]) == 2
     assert "name a protocol file" in capsys.readouterr().err
+
+
+def test_study_serve_refuses_what_study_check_refuses(tmp_path):
+    """``study serve`` runs the same check before it builds or writes anything: the name
+    "../../evil" creates no database outside (or inside) ``var/``."""
+    path = ROOT / "tests" / "protocols_malformed" / "name-path.toml"
+    field, line = expected(path)
+    done = subprocess.run([sys.executable, "-m", "study.cli", "serve", str(path), "--port", "0"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"study: error: {path}:{line}: {field}: ")
+    assert list(tmp_path.rglob("*")) == [] and not (tmp_path.parent / "evil.sqlite").exists()
