@@ -88,6 +88,13 @@ def test_study_check_needs_a_protocol_or_the_schema(capsys):
     assert "name a protocol file" in capsys.readouterr().err
 
 
+def test_the_schema_never_overwrites_a_protocol(tmp_path, capsys):
+    protocol = tmp_path / "mine.toml"
+    protocol.write_text("[study]\n")
+    assert main(["check", "--schema", str(protocol)]) == 2
+    assert protocol.read_text() == "[study]\n" and ".json" in capsys.readouterr().err
+
+
 def test_study_serve_refuses_what_study_check_refuses(tmp_path):
     """``study serve`` runs the same check before it builds or writes anything: the name
     "../../evil" creates no database outside (or inside) ``var/``."""

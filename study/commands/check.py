@@ -31,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.schema is None and not args.protocols:
         raise InvalidInput("PROTOCOL", None, "name a protocol file to check, or --schema")
+    if args.schema is not None and not (args.schema == "-" or args.schema.endswith(".json")):
+        raise InvalidInput("--schema", args.schema, "the schema is written to a .json file "
+                                                    "(protocols come after it)")
     if args.schema is not None:
         write_schema(args.schema)
     for path in args.protocols:
