@@ -34,6 +34,7 @@ EXCLUSION_RULES = ("aborted", "flagged", "failed-manipulation-check", "recovered
 # package here would load pandas for every protocol read).
 TEAM_TYPES = ("mixed", "twins", "negative", "mixed-reversed")
 ROLES = ("any", "most-capable", "other")
+MOST_CAPABLE_READINGS = ("comparative-advantage", "highest-coefficient")
 
 IDENTIFIER_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 PARAMETER_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
@@ -350,6 +351,9 @@ class PoolSection(Strict):
     algorithms: list[Literal[ALGORITHMS]] = Field(
         default_factory=lambda: list(ALGORITHMS), min_length=1, max_length=len(ALGORITHMS),
         description="Algorithms solved for every pool team.")
+    most_capable_reading: Literal[MOST_CAPABLE_READINGS] = Field(
+        MOST_CAPABLE_READINGS[0], description="Which human of a team counts as the most "
+                                              "capable (docs/model.md, Team types).")
     sample: Sample = Field(default_factory=Sample)
     accept: Criteria = Field(default_factory=Criteria,
                              description="Rejection sampling: which drawn teams are kept.")

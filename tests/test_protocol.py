@@ -212,11 +212,17 @@ def test_editors_check_the_same_shape_with_the_json_schema():
         assert list(validator.iter_errors(tomllib.loads(text))), name
 
 
-def test_the_schema_spells_pool_names_as_the_pool_does():
-    from study.pool.spec import ROLES
-    from study.pool.teamtypes import TEAM_TYPES
+def test_the_schema_knows_the_pool_section_as_the_pool_reads_it():
+    from study.pool import spec
+    from study.pool.teamtypes import MOST_CAPABLE_READINGS, TEAM_TYPES
 
-    assert (schema.TEAM_TYPES, schema.ROLES) == (TEAM_TYPES, ROLES)
+    assert (schema.TEAM_TYPES, schema.ROLES, schema.MOST_CAPABLE_READINGS) == (
+        TEAM_TYPES, spec.ROLES, MOST_CAPABLE_READINGS)
+    assert set(schema.PoolSection.model_fields) == set(spec._POOL_KEYS)
+    assert set(schema.Sample.model_fields) == set(spec._SAMPLE_KEYS)
+    assert set(schema.Criteria.model_fields) == set(spec._CRITERIA_KEYS)
+    assert set(schema.Teammate.model_fields) == {*spec._CRITERIA_KEYS, "role"}
+    assert set(schema.Fea.model_fields) == set(spec._FEA_KEYS)
 
 
 def test_the_protocol_guide_documents_every_key():
