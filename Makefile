@@ -12,18 +12,23 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+PORT ?= 5000
+WORKERS ?= 1
+
 run: $(STAMP)
-	$(BIN)/study serve
+	$(BIN)/study serve --port $(PORT) --workers $(WORKERS)
 
 demo: $(STAMP)
-	$(BIN)/study serve protocols/demo.toml
+	$(BIN)/study serve protocols/demo.toml --port $(PORT) --workers $(WORKERS)
 
-# Debian packages the tests drive for real: Chromium (browser tests), Redis (message queue).
-SYSTEM_PACKAGES := chromium redis-server
+# Debian packages the tests drive for real: Chromium (browser tests), Redis (message queue),
+# HAProxy (the balancer in front of several server processes).
+SYSTEM_PACKAGES := chromium redis-server haproxy
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 system-packages:
-	@command -v chromium >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 || { \
+	@command -v chromium >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 && \
+	  { command -v haproxy >/dev/null 2>&1 || test -x /usr/sbin/haproxy; } || { \
 	  echo "installing $(SYSTEM_PACKAGES) from Debian's packages"; \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES); }

@@ -1,15 +1,17 @@
 """Several server processes: Flask-SocketIO's message queue on Redis, one shared database.
 
-Two ``study serve`` processes share the SQLite file and a Redis queue; only the first runs
-the round scheduler. Bots connected to the second process must still get every push the
-scheduler sends (rounds closing, the teammate's cookies) through Redis, finish the study,
-and find everything they were acknowledged in the database. Needs Debian's
-``redis-server``; the test starts its own on a free loopback port.
+Two ``study serve`` processes share the SQLite file and a Redis queue; the first to start
+holds the round scheduler's lease, so only it closes rounds. Bots connected to the second
+process must still get every push the scheduler sends (rounds closing) through Redis,
+finish the study, and find everything they were acknowledged in the database, with no
+"database is locked" anywhere. Needs Debian's ``redis-server``; the test starts its own on
+a free loopback port.
 """
 
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import subprocess
 import threading
 import time
@@ -24,6 +26,12 @@ from study.bots.servers import ServeProcess, free_port, quick_protocol
 from study.protocol import load_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def sqlite_rows(db: Path, sql: str) -> list[dict]:
+    with sqlite3.connect(db) as connection:
+        connection.row_factory = sqlite3.Row
+        return [dict(row) for row in connection.execute(sql)]
 pytestmark = pytest.mark.slow
 
 
@@ -60,8 +68,7 @@ def test_two_processes_share_pushes_through_redis(tmp_path, redis_url):
     db, pools = tmp_path / "study.sqlite", tmp_path / "pools"
     queue = ("--message-queue", redis_url)
     ticking = ServeProcess(protocol, db, pools, tmp_path / "a.log", extra=queue)
-    quiet = ServeProcess(protocol, db, pools, tmp_path / "b.log",
-                         extra=(*queue, "--no-scheduler"))
+    quiet = ServeProcess(protocol, db, pools, tmp_path / "b.log", extra=queue)
     facts = StudyFacts.from_protocol(load_protocol(protocol))
     results: dict[str, SwarmResult] = {}
     codes = {"a": bot_codes(2, "onA"), "b": bot_codes(3, "onB")}
@@ -81,6 +88,8 @@ def test_two_processes_share_pushes_through_redis(tmp_path, redis_url):
             thread.start()
         for thread in threads:
             thread.join(timeout=120)
+        processes = sqlite_rows(db, "SELECT * FROM processes ORDER BY started_at")
+        leases = sqlite_rows(db, "SELECT * FROM leases")
     finally:
         quiet.stop()
         ticking.stop()
@@ -89,8 +98,12 @@ def test_two_processes_share_pushes_through_redis(tmp_path, redis_url):
         assert [o.final_step for o in result.outcomes] == ["done"] * len(codes[name]), (
             result.summary(), ticking.output()[-2000:], quiet.output()[-2000:])
         assert missing_acknowledged(db, result.log) == []
-    # The second process never ticks: its bots' rounds were closed by the first, never
+    # The first process holds the lease: the second's bots' rounds were closed by it, never
     # before their deadline, and the pushes that told them so crossed over Redis (how soon
     # after the deadline is a benchmark figure, not a test).
     drift = closing_drift(db, codes["b"])
     assert len(drift) == 3 * 8 and (drift >= 0).all()
+    assert len(processes) == 2 and [lease["holder"] for lease in leases] == [
+        processes[0]["id"]]
+    for server in (ticking, quiet):
+        assert "database is locked" not in server.output()

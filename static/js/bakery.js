@@ -1,6 +1,7 @@
 // The participant's page: draws each step from the state the server sends.
 // The server is the authority (docs/socket-protocol.md): this script only shows the state,
-// sends what the participant does with a fresh message id, and resends it after a reconnect.
+// sends what the participant does with a fresh message id, and resends it until it is
+// acknowledged (after a lost ack or a reconnect).
 (function () {
   "use strict";
 
@@ -29,15 +30,28 @@
     return emit(event, message);
   }
 
+  // A message with no ack within this time is sent again with the same msg_id: the server
+  // applies a message id once and answers a repeat as a duplicate, so a lost ack never
+  // loses a cookie or an answer.
+  const ACK_TIMEOUT_MS = 4000;
+
   function emit(event, message) {
     return new Promise((resolve) => {
-      socket.timeout(8000).emit(event, message, (error, reply) => {
-        if (error) { resolve(null); return; }     // kept in `pending`, resent on reconnect
-        pending.delete(message.msg_id);
-        if (reply.state) { receive(reply.state); }
-        if (!reply.ok && !QUIET.has(reply.reason)) { toast(explain(reply.reason)); }
-        resolve(reply);
-      });
+      const attempt = () => {
+        socket.timeout(ACK_TIMEOUT_MS).emit(event, message, (error, reply) => {
+          if (error) {
+            // Still connected: the ack was lost, send again. Disconnected: kept in
+            // `pending`, resent after the reconnect's join.
+            if (socket.connected && pending.has(message.msg_id)) attempt(); else resolve(null);
+            return;
+          }
+          pending.delete(message.msg_id);
+          if (reply.state) { receive(reply.state); }
+          if (!reply.ok && !QUIET.has(reply.reason)) { toast(explain(reply.reason)); }
+          resolve(reply);
+        });
+      };
+      attempt();
     });
   }
 
