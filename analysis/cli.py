@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 # pandas, matplotlib and the analysis modules are imported only by the command being run.
 COMMANDS = {"report": "self-contained HTML report with tables and figures",
-            "export": "the tidy data frames as CSV"}
+            "export": "the tidy data frames as CSV",
+            "plan": "participants needed to detect a difference, by simulated power"}
 
 
 def _pair(text: str) -> tuple[float, float]:
@@ -43,7 +44,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="analysis", description="Analyse a fair-teaming study database and team pools.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    registers = {"report": _register_report, "export": _register_export}
+    registers = {"report": _register_report, "export": _register_export,
+                 "plan": _register_plan}
     add_commands(commands, COMMANDS, chosen_command(sys.argv[1:] if argv is None else argv,
                                                     list(COMMANDS)),
                  lambda name: registers[name](commands))
@@ -59,8 +61,13 @@ def _register_report(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Write DIR/report.html (figures embedded), DIR/figures/*.png|svg and "
                     "DIR/tables/*.csv from the study database DB and, with --pool, the "
-                    "simulation comparisons of a pool file.")
-    make.add_argument("database", type=Path, metavar="DB", help="the study's SQLite file")
+                    "simulation comparisons of a pool file. Several databases of the same "
+                    "protocol (sites, days) are pooled with the site as a factor.")
+    make.add_argument("databases", type=Path, nargs="+", metavar="DB",
+                      help="the study's SQLite file(s)")
+    make.add_argument("--protocol", type=Path,
+                      help="the protocol file, for a database without its snapshot "
+                           "(default: the snapshot the server stored in the database)")
     make.add_argument("--pool", type=Path, help="a pool file (Parquet) built by `study`")
     make.add_argument("--out", type=Path, required=True, help="output folder")
     make.add_argument("--sweep-teams", type=int, default=defaults.sweep_teams,
@@ -68,7 +75,7 @@ def _register_report(commands: argparse._SubParsersAction) -> None:
     make.add_argument("--order-sample", type=int, default=defaults.order_sample,
                       help="pool teams per team type in the round-order comparison")
     make.add_argument("--weights", type=_weights, default=tradeoff.DEFAULT_WEIGHTS,
-                      help="FEA weights to sweep, comma-separated")
+                      help="FEA weights to sweep, comma-separated (default: 0, 0.1, ..., 1)")
     make.add_argument("--bounds", type=_pair, action="append", metavar="LO,HI",
                       help="FE' bounds to sweep (repeatable; default: the pool's own)")
     make.add_argument("--attribute", action="append", dest="attributes", metavar="ITEM",
@@ -96,7 +103,7 @@ def run_report(args: argparse.Namespace) -> int:
     from study.pool.store import read_metadata
 
     defaults = report.ReportOptions()
-    data = load.load(args.database)
+    datasets = [load.load(path) for path in args.databases]
     pool = record = None
     if args.pool is not None:
         record = read_metadata(args.pool)
@@ -104,8 +111,9 @@ def run_report(args: argparse.Namespace) -> int:
     options = report.ReportOptions(attributes=tuple(args.attributes or defaults.attributes),
                                    sweep_teams=args.sweep_teams,
                                    order_sample=args.order_sample, weights=args.weights,
-                                   bounds=tuple(args.bounds or ()), seed=args.seed)
-    path = report.write_report(data, args.out, pool, record, options)
+                                   bounds=tuple(args.bounds or ()), seed=args.seed,
+                                   protocol=args.protocol)
+    path = report.write_report(datasets, args.out, pool, record, options)
     print(f"report written to {path}")
     return 0
 
@@ -134,6 +142,86 @@ def run_export(args: argparse.Namespace) -> int:
 
     paths = export_frames(load.load(args.database), args.out)
     print(f"{len(paths)} tables written to {args.out}")
+    return 0
+
+
+def _register_plan(commands: argparse._SubParsersAction) -> None:
+    from analysis.plan import DEFAULT_PARTICIPANTS, PlanOptions
+
+    defaults = PlanOptions()
+    make = commands.add_parser(
+        "plan", help=COMMANDS["plan"], formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Estimate by simulation how many participants (each meeting both "
+                    "conditions) detect a difference in team cookies between two conditions "
+                    "(the pool's teams, the conditions' policies and the decorator model) "
+                    "and in a Likert item, at the given power. Writes DIR/plan.csv, "
+                    "DIR/needed.csv and DIR/plan.png|svg.")
+    make.add_argument("protocol", type=Path, metavar="PROTOCOL", help="the protocol file")
+    make.add_argument("--pool", type=Path, required=True,
+                      help="a pool file (Parquet) built by `study pool build`")
+    make.add_argument("--out", type=Path, required=True, help="output folder")
+    make.add_argument("--conditions", type=_names, metavar="A,B",
+                      help="the two conditions to compare (default: the protocol's first two)")
+    make.add_argument("--power", type=float, default=defaults.power, help="target power")
+    make.add_argument("--alpha", type=float, default=defaults.alpha,
+                      help="two-sided significance level")
+    make.add_argument("--simulations", type=int, default=defaults.simulations,
+                      help="simulated studies per number of participants")
+    make.add_argument("--participants", type=_counts, default=DEFAULT_PARTICIPANTS,
+                      help="numbers of participants to simulate, comma-separated "
+                           f"(default: {', '.join(map(str, DEFAULT_PARTICIPANTS))})")
+    make.add_argument("--likert-difference", type=float, default=defaults.likert_difference,
+                      help="difference in scale points to detect in a Likert item")
+    make.add_argument("--likert-sd", type=float, default=defaults.likert_sd,
+                      help="spread (sd) of one rating around the participant's own mean")
+    make.add_argument("--cookies-difference", type=float,
+                      help="difference in team cookies to detect (default: the one the "
+                           "policies and the decorator model give)")
+    make.add_argument("--seed", type=int, default=defaults.seed, help="seed of the simulation")
+    make.set_defaults(handler=run_plan)
+
+
+def _names(text: str) -> tuple[str, str]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if len(names) != 2:
+        raise argparse.ArgumentTypeError(f"expected two conditions like efficient,fair, "
+                                         f"got {text!r}")
+    return names  # type: ignore[return-value]
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers like 6,12,24, got {text!r}") from None
+    if min(counts) < 3:
+        raise argparse.ArgumentTypeError("every number of participants must be at least 3")
+    return counts
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from analysis import figures, plan
+    from study.pool.spec import PoolSpec
+    from study.pool.store import read_metadata
+    from study.protocol import load_protocol
+
+    protocol = load_protocol(args.protocol)
+    record = read_metadata(args.pool)
+    spec = PoolSpec.from_dict(record["spec"], name=record["name"])
+    options = plan.PlanOptions(power=args.power, alpha=args.alpha,
+                               simulations=args.simulations, participants=args.participants,
+                               likert_difference=args.likert_difference,
+                               likert_sd=args.likert_sd,
+                               cookies_difference=args.cookies_difference, seed=args.seed)
+    curves, needed = plan.plan(pd.read_parquet(args.pool), protocol, spec.fea, options,
+                               args.conditions)
+    args.out.mkdir(parents=True, exist_ok=True)
+    curves.to_csv(args.out / "plan.csv", index=False)
+    needed.to_csv(args.out / "needed.csv", index=False)
+    figures.save(figures.power_figure(curves, args.power), args.out, "plan")
+    print(needed.to_string(index=False))
     return 0
 
 

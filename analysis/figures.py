@@ -84,9 +84,10 @@ def ratings_figure(described: pd.DataFrame, predicted: pd.DataFrame) -> Figure:
     return figure
 
 
-def allocations_figure(table: pd.DataFrame, title: str) -> Figure:
-    """Figure 4 of the paper: mean rounds on the most capable and most preferred task type
-    per human, per algorithm (or condition), one panel per team type."""
+def allocations_figure(table: pd.DataFrame, title: str, rounds: int = 8) -> Figure:
+    """Figure 4 of the paper: mean rounds (of ``rounds`` a session) on the most capable and
+    most preferred task type per human, per algorithm (or condition), one panel per team
+    type."""
     types = list(dict.fromkeys(table["team_type"]))
     figure, axes = _panels(len(types), 5.6, 3.9, columns=2)
     for axis, team_type in zip(axes, types, strict=True):
@@ -102,9 +103,9 @@ def allocations_figure(table: pd.DataFrame, title: str) -> Figure:
                       list(dict.fromkeys(part["algorithm"])))
         axis.set_title(f"{team_type} ({int(part['teams'].iloc[0]):,})")
         axis.tick_params(axis="x", labelsize=8)
-        axis.set_ylim(0, 9.8)
-        axis.set_yticks(range(0, 9))
-        axis.set_ylabel("mean rounds (of 8)")
+        axis.set_ylim(0, rounds * 1.22)
+        axis.set_yticks(range(0, rounds + 1, max(1, rounds // 8)))
+        axis.set_ylabel(f"mean rounds (of {rounds})")
     axes[0].legend(frameon=False, fontsize=8, ncols=3, loc="upper center")
     figure.suptitle(title)
     figure.tight_layout()
@@ -164,20 +165,29 @@ def tradeoff_figure(sweep: pd.DataFrame) -> Figure:
     points ringed on each criterion's own front (top: fair reward ``1 - |F|``, the Fair
     policy's; bottom: mean ``|FE|``, the fair-equity FEA trades efficiency for)."""
     groups = list(dict.fromkeys(sweep["group"]))
-    columns = min(len(groups), 4)
-    figure, axes = plt.subplots(2, columns, figsize=(4.4 * columns, 7.6), squeeze=False)
+    columns = min(len(groups), 3)
+    bands = -(-len(groups) // columns)
+    figure, axes = plt.subplots(2 * bands, columns, figsize=(4.4 * columns, 3.8 * 2 * bands),
+                                squeeze=False)
     criteria = (("fair_reward", "on_front_F", "mean fair reward 1 - |F|"),
                 ("abs_FE", "on_front_FE", "mean |FE| (lower: fairer equity)"))
-    for column, group in enumerate(groups[:columns]):
+    for k, group in enumerate(groups):
         part = sweep[sweep["group"] == group]
+        band, column = divmod(k, columns)
         for row, (x, front, label) in enumerate(criteria):
-            _tradeoff_panel(axes[row, column], part, x, front)
-            axes[row, column].set_xlabel(label)
-            axes[row, column].set_title(f"{group} ({int(part['teams'].iloc[0]):,} teams)")
-        axes[1, column].invert_xaxis()
+            axis = axes[2 * band + row, column]
+            _tradeoff_panel(axis, part, x, front)
+            axis.set_xlabel(label)
+            axis.set_title(f"{group} ({int(part['teams'].iloc[0]):,} teams)")
+        axes[2 * band + 1, column].invert_xaxis()
+    for band in range(bands):
+        for column in range(columns):
+            if band * columns + column >= len(groups):
+                axes[2 * band, column].set_visible(False)
+                axes[2 * band + 1, column].set_visible(False)
     axes[0, 0].legend(frameon=False, fontsize=7, loc="lower left")
     figure.suptitle("Fairness-efficiency trade-off of FEA's weight")
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0, 1, 0.985))
     return figure
 
 
@@ -232,4 +242,150 @@ def cookies_figure(outcomes: pd.DataFrame) -> Figure:
     axis.set_ylabel("cookies completed by the team")
     axis.set_title("Task performance by condition")
     axis.legend(frameon=False)
+    return figure
+
+
+def flow_figure(flow: pd.DataFrame) -> Figure:
+    """The participant flow: how many reached each stage, with who was lost after it and
+    why written beside the bar."""
+    figure, axis = plt.subplots(figsize=(8.5, 0.5 * len(flow) + 1.2))
+    y = np.arange(len(flow))[::-1]
+    axis.barh(y, flow["reached"], color="#9ecae1", edgecolor="#3182bd")
+    losses = [c for c in ("declined", "withdrawn", "aborted", "unmatched", "left")
+              if c in flow]
+    for row, height in zip(flow.itertuples(index=False), y, strict=True):
+        lost = ", ".join(f"{getattr(row, c)} {c}" for c in losses if getattr(row, c))
+        axis.text(row.reached, height, f"  {row.reached}" + (f"   (then lost: {lost})"
+                                                            if lost else ""),
+                  va="center", fontsize=8)
+    axis.set_yticks(y, flow["stage"])
+    axis.set_xlim(0, max(1, flow["reached"].max()) * 2.2)
+    axis.set_xlabel("participants")
+    axis.set_title("Participant flow")
+    axis.spines[["top", "right"]].set_visible(False)
+    return figure
+
+
+LIKERT_COLOURS = ("#b2182b", "#ef8a62", "#fddbc7", "#e0e0e0", "#d1e5f0", "#67a9cf",
+                  "#2166ac")
+
+
+def likert_figure(counts: pd.DataFrame, points: int = 7) -> Figure:
+    """Diverging stacked bars of the answer distribution, one bar per item and
+    condition: shares of the disagreeing answers left of zero, the agreeing ones right,
+    the middle answer split across zero. ``counts`` has item label, condition, value, n."""
+    bars = counts.groupby(["label", "condition"], sort=False)
+    figure, axis = plt.subplots(figsize=(8.5, 0.42 * bars.ngroups + 1.6))
+    middle = (points + 1) / 2
+    colours = _likert_colours(points)
+    names = []
+    for row, ((label, condition), part) in enumerate(bars):
+        shares = part.groupby("value")["n"].sum() / part["n"].sum()
+        shares = shares.reindex(np.arange(1, points + 1), fill_value=0.0)
+        left = -(shares[shares.index < middle].sum() + shares.get(middle, 0.0) / 2)
+        y = bars.ngroups - 1 - row
+        for value, share in shares.items():
+            axis.barh(y, share, left=left, color=colours[value - 1], edgecolor="white",
+                      linewidth=0.5, label=str(value) if row == 0 else None)
+            left += share
+        names.append((y, f"{label}: {condition} (n={int(part['n'].sum())})"))
+    axis.axvline(0, color="black", linewidth=0.8)
+    axis.set_yticks([y for y, _ in names], [name for _, name in names], fontsize=8)
+    axis.set_xlim(-1, 1)
+    axis.set_xticks(np.linspace(-1, 1, 5), ["100%", "50%", "0", "50%", "100%"])
+    axis.set_xlabel("share of answers (disagree left, agree right)")
+    axis.set_title("Likert answers by item and condition")
+    axis.legend(title="answer", ncols=points, frameon=False, fontsize=7, loc="upper center",
+                bbox_to_anchor=(0.5, -0.12 - 0.6 / max(bars.ngroups, 1)))
+    return figure
+
+
+def _likert_colours(points: int) -> list[str]:
+    if points == len(LIKERT_COLOURS):
+        return list(LIKERT_COLOURS)
+    cmap = matplotlib.colormaps["RdBu"]
+    return [matplotlib.colors.to_hex(cmap(x)) for x in np.linspace(0.1, 0.9, points)]
+
+
+def slope_figure(frame: pd.DataFrame, outcomes: list[tuple[str, str]],
+                 conditions: list[str], points: int = 7) -> Figure:
+    """Paired slope plots: each participant's value in each condition joined by a line,
+    one panel per outcome (column, title), the condition means in black; ratings
+    (``rating_*`` columns) on their whole 1..points scale."""
+    figure, axes = _panels(len(outcomes), 3.4, 3.4, columns=4)
+    x = np.arange(len(conditions))
+    for axis, (column, title) in zip(axes, outcomes, strict=True):
+        wide = frame.pivot_table(index="participant_id", columns="condition", values=column,
+                                 aggfunc="mean").reindex(columns=conditions)
+        for _, row in wide.iterrows():
+            values = row.to_numpy(dtype=float)
+            axis.plot(x, values, color="grey", alpha=0.45, marker="o", markersize=3,
+                      linewidth=0.9)
+        axis.plot(x, wide.mean().to_numpy(dtype=float), color="black", linewidth=2.4,
+                  marker="s", label="mean")
+        axis.set_xticks(x, conditions)
+        axis.set_xlim(-0.3, len(x) - 0.7)
+        if column.startswith("rating_"):
+            axis.set_ylim(0.7, points + 0.3)
+            axis.set_yticks(range(1, points + 1))
+        axis.set_title(f"{title} (n={len(wide.dropna())} pairs)", fontsize=9)
+    axes[0].legend(frameon=False, fontsize=8)
+    figure.suptitle("Each participant in both conditions")
+    figure.tight_layout()
+    return figure
+
+
+def intervals_figure(predicted: pd.DataFrame, observed: pd.DataFrame | None = None,
+                     points: int = 7) -> Figure:
+    """Predicted mean rating per item and condition with its model interval (points and
+    lines, always within the 1..points scale), the observed means as open circles, and the
+    fairness rating MODEL.md predicts from the allocations (1 + 6 (1 - |F|)) as its own
+    row with its range."""
+    labels = list(dict.fromkeys(predicted["outcome"]))
+    conditions = sorted(predicted["condition"].unique(), key=str)
+    figure, axis = plt.subplots(figsize=(7.5, 0.55 * len(labels) * len(conditions) / 2 + 1.8))
+    step = 0.7 / max(len(conditions), 1)
+    for k, condition in enumerate(conditions):
+        part = predicted[predicted["condition"] == condition].set_index("outcome").reindex(
+            labels)
+        y = np.arange(len(labels))[::-1] + (k - (len(conditions) - 1) / 2) * step
+        low = (part["predicted_mean"] - part["ci_low"]).clip(lower=0)
+        high = (part["ci_high"] - part["predicted_mean"]).clip(lower=0)
+        axis.errorbar(part["predicted_mean"], y, xerr=[low, high], fmt="o", capsize=3,
+                      color=colour(condition, k), label=str(condition))
+        if observed is not None:
+            seen = observed[observed["condition"] == condition].set_index("outcome").reindex(
+                labels)
+            axis.scatter(seen["mean"], y, facecolors="none", edgecolors=colour(condition, k),
+                         s=40, zorder=3)
+    axis.set_yticks(np.arange(len(labels))[::-1], labels)
+    axis.set_xlim(0.8, points + 0.2)
+    axis.set_xticks(range(1, points + 1))
+    axis.set_xlabel(f"rating (1-{points}); dots: model mean with 95% interval; "
+                    "circles: observed mean")
+    axis.set_title("Perceived and predicted fairness by condition")
+    axis.legend(title="condition", frameon=False, fontsize=8, loc="center left",
+                bbox_to_anchor=(1.01, 0.5))
+    return figure
+
+
+def power_figure(curves: pd.DataFrame, target: float) -> Figure:
+    """Simulated power against participants per outcome, with the target power and, where
+    there is one, the closed-form power of the paired t test as a dashed line."""
+    figure, axis = plt.subplots(figsize=(7.5, 4.0))
+    for k, (name, part) in enumerate(curves.groupby("outcome", sort=False)):
+        tint = PALETTE[k % len(PALETTE)]
+        axis.plot(part["participants"], part["power"], marker="o", markersize=3, color=tint,
+                  label=str(name))
+        axis.fill_between(part["participants"], part["ci_low"], part["ci_high"], color=tint,
+                          alpha=0.15, linewidth=0)
+        if "closed_form" in part and part["closed_form"].notna().any():
+            axis.plot(part["participants"], part["closed_form"], linestyle="--", color=tint,
+                      linewidth=1, label=f"{name}: paired t, closed form")
+    axis.axhline(target, color="black", linestyle=":", linewidth=1)
+    axis.set_ylim(0, 1.02)
+    axis.set_xlabel("participants (each in both conditions)")
+    axis.set_ylabel("power")
+    axis.set_title("Power to detect the difference between two conditions")
+    axis.legend(frameon=False, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return figure

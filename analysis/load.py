@@ -9,6 +9,7 @@ protocols in the database and the records of the pool files the teammates came f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -24,6 +25,11 @@ from study.model import InvalidInput
 from study.pool.store import read_metadata
 
 EXCLUDED_STEPS = ("withdrawn", "declined")
+FRAMES = ("participants", "sessions", "rounds", "allocations", "cookies", "answers", "practice",
+          "teammates", "status")
+# The console's hold of each participant (study.web.holds); none recorded: active, unflagged.
+STATUS_COLUMNS = ["participant_id", "status", "flagged", "note"]
+RUNS_TABLE = "server_runs"
 
 
 @dataclass
@@ -38,13 +44,17 @@ class StudyData:
     answers: pd.DataFrame
     practice: pd.DataFrame
     teammates: pd.DataFrame
+    status: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STATUS_COLUMNS))
     metadata: dict[str, Any] = field(default_factory=dict)
+    protocol_texts: dict[str, str] = field(default_factory=dict)
 
     def frames(self) -> dict[str, pd.DataFrame]:
         """Every frame by name, in a stable order (the export's file names)."""
-        return {name: getattr(self, name) for name in
-                ("participants", "sessions", "rounds", "allocations", "cookies", "answers",
-                 "practice", "teammates")}
+        return {name: getattr(self, name) for name in FRAMES}
+
+    def replace(self, **frames: pd.DataFrame) -> StudyData:
+        """A copy with some frames replaced (the same metadata)."""
+        return dataclasses.replace(self, **frames)
 
 
 @contextmanager
@@ -160,6 +170,31 @@ def _teammates(connection: sqlite3.Connection) -> pd.DataFrame:
     return _query(connection, _included("SELECT * FROM teammates"))
 
 
+def table_names(connection: sqlite3.Connection) -> set[str]:
+    return {name for (name,) in connection.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _status(connection: sqlite3.Connection) -> pd.DataFrame:
+    """The console's holds and flags; the table exists once a console was used."""
+    if "console_status" not in table_names(connection):
+        return pd.DataFrame({"participant_id": pd.Series(dtype=int),
+                             "status": pd.Series(dtype=object),
+                             "flagged": pd.Series(dtype=int), "note": pd.Series(dtype=object)})
+    return _query(connection, _included(
+        f"SELECT {', '.join(STATUS_COLUMNS)} FROM console_status"))
+
+
+def protocol_runs(connection: sqlite3.Connection) -> pd.DataFrame:
+    """The protocol snapshots of every server start (``server_runs``), oldest first; empty
+    for a database written before snapshots were kept."""
+    if RUNS_TABLE not in table_names(connection):
+        return pd.DataFrame(columns=["protocol", "protocol_sha256", "protocol_text",
+                                     "started_at"])
+    return _query(connection, f"SELECT protocol, protocol_sha256, protocol_text, started_at "
+                              f"FROM {RUNS_TABLE} ORDER BY id")
+
+
 def pool_records(teammates: pd.DataFrame, directory: Path) -> dict[str, Any]:
     """The metadata of each pool file named by the teammates, where the file can be found
     (as recorded, or relative to the database's folder)."""
@@ -180,12 +215,17 @@ def load(path: Path | str) -> StudyData:
         frames = {"sessions": _sessions(connection), "rounds": _rounds(connection),
                   "allocations": _allocations(connection), "cookies": _cookies(connection),
                   "answers": _answers(connection), "practice": _practice(connection),
-                  "teammates": _teammates(connection)}
+                  "teammates": _teammates(connection), "status": _status(connection)}
+        runs = protocol_runs(connection)
     metadata = {"database": str(path), "protocols": sorted(participants["protocol"].unique()),
-                "pools": pool_records(frames["teammates"], path.parent)}
+                "pools": pool_records(frames["teammates"], path.parent),
+                "protocol_sha256": {row.protocol: row.protocol_sha256
+                                    for row in runs.itertuples()}}
     protocol = participants.set_index("participant_id")["protocol"]
     for frame in frames.values():
         frame.insert(1, "protocol", frame["participant_id"].map(protocol))
         frame.attrs["metadata"] = metadata
     participants.attrs["metadata"] = metadata
-    return StudyData(participants=participants, metadata=metadata, **frames)
+    texts = {row.protocol: row.protocol_text for row in runs.itertuples()}
+    return StudyData(participants=participants, metadata=metadata, protocol_texts=texts,
+                     **frames)

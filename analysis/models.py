@@ -160,7 +160,10 @@ def _predicted_means(model, result, data: pd.DataFrame, exog: pd.DataFrame,
     rng = np.random.default_rng(seed)
     params = np.asarray(result.params, dtype=float)
     cov = np.asarray(result.cov_params(), dtype=float)
-    draws = rng.multivariate_normal(params, cov, size=DRAWS, method="eigh")
+    with warnings.catch_warnings():
+        # a cluster-robust covariance of few clusters can be singular; eigh still draws
+        warnings.simplefilter("ignore", RuntimeWarning)
+        draws = rng.multivariate_normal(params, cov, size=DRAWS, method="eigh")
     rows = []
     for condition in sorted(data["condition"].unique(), key=str):
         design = exog.copy()
@@ -169,7 +172,8 @@ def _predicted_means(model, result, data: pd.DataFrame, exog: pd.DataFrame,
         x = design.to_numpy(dtype=float)
 
         def mean_rating(theta: np.ndarray, x: np.ndarray = x) -> float:
-            return float((model.predict(theta, exog=x) @ levels).mean())
+            with np.errstate(over="ignore"):  # a far threshold draw: probability 0 or 1
+                return float((model.predict(theta, exog=x) @ levels).mean())
 
         sampled = np.array([mean_rating(theta) for theta in draws])
         low, high = np.quantile(sampled, [0.5 - LEVEL / 2, 0.5 + LEVEL / 2])

@@ -17,7 +17,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import figures, parity, questionnaires, sessions, simulation, tradeoff
+from analysis import design as design_module
+from analysis import (
+    fairness_time,
+    figures,
+    flow,
+    metrics,
+    models,
+    parity,
+    plan,
+    pooling,
+    questionnaires,
+    sessions,
+    simulation,
+    tradeoff,
+)
+from analysis.design import AnalysisRules, Design
 from analysis.load import StudyData
 from study.model import Algorithm
 from study.pool.spec import PoolSpec
@@ -40,61 +55,132 @@ class Section:
 @dataclass(frozen=True)
 class ReportOptions:
     """Which participant attributes to compare groups by, how much of a pool the slower
-    analyses use, and which FEA settings to sweep."""
+    analyses use, which FEA settings to sweep, and where the design comes from."""
 
     attributes: Sequence[str] = ("gender",)
     sweep_teams: int = 100_000
     order_sample: int = 200
     parity_sample: int = 2000
+    metrics_sample: int = 2000
+    plan_simulations: int = 200
     weights: Sequence[float] = tradeoff.DEFAULT_WEIGHTS
     bounds: Sequence[tuple[float, float]] = ()
     seed: int = 0
+    protocol: Path | None = None
+    rules: AnalysisRules | None = None
+
+
+@dataclass
+class Study:
+    """The study as the report analyses it: every participant link's stage, the design,
+    the analysis set, and the frames restricted to it."""
+
+    data: StudyData
+    analysed: StudyData
+    design: Design
+    stages: pd.DataFrame
+    chosen: flow.AnalysisSet
 
 
 # --- the study database -------------------------------------------------------------------
 
 
-def participant_sections(data: StudyData, out: Path,
-                         attributes: Sequence[str]) -> list[Section]:
-    """Participants, task performance, allocations, ratings, time and parity."""
+def prepare(datasets: Sequence[StudyData], options: ReportOptions = ReportOptions()) -> Study:
+    """Pool the databases (same protocol only), read the design and apply its rules."""
+    paths = [Path(data.metadata["database"]) for data in datasets]
+    sites = pooling.site_names(paths)
+    data = pooling.combine(datasets, sites)
+    chosen_design = design_module.study_design(data.protocol_texts, options.protocol,
+                                               options.rules)
+    stages = []
+    for k, (path, site) in enumerate(zip(paths, sites, strict=True)):
+        part = flow.participant_stages(path)
+        if len(paths) > 1:
+            part["participant_id"] += k * pooling.ID_OFFSET
+            part.insert(1, "site", site)
+        stages.append(part)
+    chosen = flow.analysis_set(data, chosen_design)
+    return Study(data, flow.restrict(data, chosen), chosen_design, pd.concat(stages,
+                                                                            ignore_index=True),
+                 chosen)
+
+
+def participant_sections(study: Study, out: Path, options: ReportOptions) -> list[Section]:
+    """Flow, participants, performance, conditions, questionnaires, the within-subject
+    models, fairness over time, the seed metrics and parity, all on the analysis set."""
+    sections = [_flow_section(study, out)]
+    data = study.analysed
     if data.participants.empty:
-        return [Section("Participants", "No participant data (after excluding withdrawn "
-                                        "and declined participants).")]
+        return [*sections, Section("Participants", "No participant is in the analysis set.")]
     outcomes = sessions.session_outcomes(data)
-    sections = [_participants_section(data), _performance_section(outcomes, out)]
+    sections += [_participants_section(data), _performance_section(outcomes, study, out)]
     if not outcomes.empty:
-        sections += [_conditions_section(outcomes, data, out),
-                     _questionnaire_section(data.answers),
+        sections += [_conditions_section(outcomes, study, out),
+                     _questionnaire_section(study, out),
+                     _design_section(outcomes, study, out),
                      _session_time_section(data, out),
-                     _participant_parity_section(data, outcomes, attributes, out)]
+                     _session_metrics_section(data, outcomes),
+                     _participant_parity_section(data, outcomes, options.attributes, out)]
     return sections
+
+
+def _flow_section(study: Study, out: Path) -> Section:
+    table = flow.flow_table(study.stages)
+    exclusions = flow.exclusion_table(study.chosen)
+    kept = study.chosen.sessions
+    analysed = int(kept["kept"].sum())
+    partial = int((~kept["complete"] & kept["rounds_played"].gt(0)).sum())
+    unplayed = int(kept["rounds_played"].eq(0).sum())
+    section = Section("Participant flow and the analysis set", (
+        f"{len(study.stages)} participant links; {len(study.chosen.included)} "
+        f"participants in the analysis set, {analysed} collaborative sessions analysed. "
+        f"{study.design.rules.describe()} Not analysed: {unplayed} sessions never played and "
+        f"{partial} left before their last round. A link counts as opened once its consent "
+        f"page was answered (the server records nothing before)."),
+        [("Participant flow", table), ("Exclusions", exclusions),
+         ("Collaborative sessions", kept)])
+    section.figures.append(("Participant flow", figures.save(
+        figures.flow_figure(table), out, "flow")))
+    check = study.design.manipulation_check
+    if check is not None:
+        answers = flow.manipulation_answers(study.data, study.design)
+        summary = answers.groupby(["answer", "passed"], dropna=False).size().rename(
+            "participants").reset_index()
+        section.tables.append((f"Manipulation check ({check.label})", summary))
+    return section
 
 
 def _participants_section(data: StudyData) -> Section:
     people = data.participants
     columns = [c for c in people.columns if c.startswith(("c_", "p_", "attr_"))]
+    sites = ["site"] if "site" in people else []
     table = people.merge(data.teammates[["participant_id", "participant_human", "distance"]],
                          on="participant_id", how="left")[
-        ["code", "protocol", "step", *columns, "participant_human", "distance"]]
+        ["code", *sites, "protocol", "step", *columns, "participant_human", "distance"]]
     means = table.select_dtypes("number").mean().to_frame("mean").T
-    text = (f"{len(people)} participants (withdrawn and declined participants excluded). "
+    text = (f"{len(people)} participants in the analysis set (see the flow above). "
             f"Mean teammate match distance d = {table['distance'].mean():.3f} "
             f"(closer to 0 is a better match).")
     return Section("Participants", text, [("Participants and their measured coefficients",
                                            table), ("Means", means)])
 
 
-def _performance_section(outcomes: pd.DataFrame, out: Path) -> Section:
+def _performance_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Section:
     section = Section("Task performance and allocations per participant and condition")
     if outcomes.empty:
-        section.text = "No collaborative session has been recorded yet."
+        section.text = "No collaborative session is in the analysis set."
         return section
-    columns = ["participant_id", "condition", "algorithm", "number", "cookies_team",
-               "cookies_participant", "cookies_teammate", "rounds_capable_participant",
-               "rounds_preferred_participant", "rounds_capable_teammate",
-               "rounds_preferred_teammate", "distance"]
-    section.text = ("Cookies are the counts stored per round; rounds on the most capable "
-                    "and most preferred type are counted from the kits actually handed out.")
+    sites = ["site"] if "site" in outcomes else []
+    columns = ["participant_id", *sites, "condition", "algorithm", "number", "order",
+               "cookies_team", "cookies_participant", "cookies_teammate",
+               "rounds_capable_participant", "rounds_preferred_participant",
+               "rounds_capable_teammate", "rounds_preferred_teammate", "rounds_recovered",
+               "distance"]
+    rounds = study.design.rounds_label()
+    section.text = ("Cookies are the counts stored per round; rounds (" + rounds + ") on the "
+                    "most capable and most preferred type are counted from the kits actually "
+                    "handed out. rounds_recovered counts rounds the server closed on recovery "
+                    "after a crash (their cookies are those recorded before it).")
     section.tables.append(("One row per participant and condition", outcomes[columns]))
     section.figures.append(("Cookies per team and condition", figures.save(
         figures.cookies_figure(outcomes), out, "cookies_by_condition")))
@@ -105,42 +191,91 @@ def _performance_section(outcomes: pd.DataFrame, out: Path) -> Section:
              .assign(team_type="participants"))
     section.figures.append(("Rounds on the most capable and most preferred type (participants"
                             " and their agent teammates)", figures.save(
-                                figures.allocations_figure(table, "Allocations in the study"),
+                                figures.allocations_figure(
+                                    table, "Allocations in the study",
+                                    study.design.rounds_per_session or int(
+                                        outcomes["rounds_capable_participant"].max() or 8)),
                                 out, "allocations_study")))
     return section
 
 
-def _conditions_section(outcomes: pd.DataFrame, data: StudyData, out: Path) -> Section:
+def _likert_answers(study: Study) -> pd.DataFrame:
+    rated = questionnaires.likert(study.analysed.answers.dropna(subset=["condition"]))
+    kinds = {item.id: item.kind for item in study.design.session_items}
+    if kinds:
+        rated = rated[rated["item"].map(kinds).eq("likert")]
+    return rated.merge(study.analysed.sessions[["session_id", "number"]].rename(
+        columns={"number": "period"}), on="session_id", how="left")
+
+
+def _points(study: Study) -> int:
+    return max((item.points for item in study.design.session_items if item.kind == "likert"),
+               default=7)
+
+
+def _ordinal_models(study: Study, rated: pd.DataFrame,
+                    seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    effects, predicted = [], []
+    for (item, label), part in rated.groupby(["item", "label"], sort=False):
+        fitted, means = models.ordinal_model(part, label=str(label), points=_points(study),
+                                             seed=seed)
+        effects.append(fitted.assign(item=item))
+        predicted.append(means)
+    return (pd.concat(effects, ignore_index=True) if effects else pd.DataFrame(),
+            pd.concat(predicted, ignore_index=True) if predicted else pd.DataFrame())
+
+
+def _conditions_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Section:
+    data = study.analysed
     summary = sessions.condition_summary(outcomes, data.answers)
     section = Section("Conditions: the goal state and the ratings", (
         "Per condition, the final allocation's efficiency E, fairness F and fair-equity FE "
         "(signed: positive favours the participant), the policy's reward, and the "
         "predicted fairness rating (1 + 6 x fair reward) beside the participants' mean "
-        "ratings, as in the paper's Figures 3 and 5."), [("Per condition", summary)])
-    described = questionnaires.describe(data.answers.dropna(subset=["condition"]))
-    if not described.empty:
-        first = data.answers.drop_duplicates("item").reset_index(drop=True)
-        described["label"] = described["item"].map(first.set_index("item")["label"])
-        position = pd.Series(first.index, index=first["item"])
-        described = described.sort_values(by="item", key=lambda items: items.map(position),
-                                          kind="stable")
-        predicted = outcomes.groupby("condition")["predicted_rating_fair"].agg(
-            predicted="mean", predicted_sd="std").reset_index()
+        "ratings, as in the paper's Figures 3 and 5. The figure shows each item's mean "
+        "rating per condition from the ordinal model with its 95% interval (within the "
+        "scale), the observed means, and the predicted rating with its range."),
+        [("Per condition", summary)])
+    rated = _likert_answers(study)
+    _, predicted = _ordinal_models(study, rated, 0)
+    if not predicted.empty:
+        observed = rated.groupby(["label", "condition"])["value"].mean().rename(
+            "mean").reset_index().rename(columns={"label": "outcome"})
+        fair = outcomes.groupby("condition")["predicted_rating_fair"]
+        model_row = pd.DataFrame({"outcome": "Predicted (1 + 6 (1 - |F|))",
+                                  "condition": fair.mean().index,
+                                  "predicted_mean": fair.mean().to_numpy(),
+                                  "ci_low": fair.min().to_numpy(),
+                                  "ci_high": fair.max().to_numpy()})
         section.figures.append(("Perceived and predicted fairness", figures.save(
-            figures.ratings_figure(described, predicted), out, "ratings")))
+            figures.intervals_figure(pd.concat([predicted, model_row], ignore_index=True),
+                                     observed, _points(study)), out, "ratings")))
     return section
 
 
-def _questionnaire_section(answers: pd.DataFrame) -> Section:
+def _questionnaire_section(study: Study, out: Path) -> Section:
+    answers = study.analysed.answers
     rated = answers.dropna(subset=["condition"])
     described = questionnaires.describe(rated)
     compared = questionnaires.paired_comparisons(rated)
+    likert = _likert_answers(study)
+    effects, _ = _ordinal_models(study, likert, 0)
     section = Section("Questionnaires", (
-        "Each Likert item by condition, and each item compared within participants: "
-        "Wilcoxon signed-rank test, matched-pairs rank-biserial correlation (positive: "
-        "condition a rated higher)."), [("Likert items by condition", described),
-                                         ("Within-participant comparisons", compared)])
+        "Each Likert item by condition; each item compared within participants with the "
+        "Wilcoxon signed-rank test and the matched-pairs rank-biserial correlation "
+        "(positive: condition a rated higher); and a proportional-odds (cumulative logit) "
+        "model per item with condition and period as fixed effects and standard errors "
+        "clustered by participant (odds ratio > 1: higher ratings than the reference)."),
+        [("Likert items by condition", described),
+         ("Within-participant comparisons", compared),
+         ("Ordinal models per item", effects)])
     section.warnings = sorted({w for w in compared["warning"] if w})
+    if not likert.empty:
+        counts = likert.groupby(["label", "condition", "value"], sort=False).size().rename(
+            "n").reset_index()
+        counts["value"] = counts["value"].astype(int)
+        section.figures.append(("Answer distributions (diverging stacked bars)", figures.save(
+            figures.likert_figure(counts, _points(study)), out, "likert")))
     post = questionnaires.describe(answers[answers["questionnaire"] == "post"].assign(
         condition="post"))
     if not post.empty:
@@ -152,6 +287,42 @@ def _questionnaire_section(answers: pd.DataFrame) -> Section:
     return section
 
 
+DESIGN_OUTCOMES = (("cookies_team", "team cookies"), ("cookies_participant",
+                                                       "participant cookies"),
+                   ("E", "efficiency E"), ("F", "fairness F (signed)"),
+                   ("FE", "fair-equity FE (signed)"),
+                   ("rounds_capable_participant", "rounds on most capable type"),
+                   ("rounds_preferred_participant", "rounds on most preferred type"))
+
+
+def _design_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Section:
+    names = [name for name, _ in DESIGN_OUTCOMES]
+    by_order = models.condition_by_order(outcomes, names)
+    carry = pd.DataFrame([models.carryover_test(outcomes, name) for name in names])
+    mixed = pd.concat([models.mixed_model(outcomes, name) for name in names],
+                      ignore_index=True)
+    section = Section("The within-subject design: order, carry-over and mixed models", (
+        "Outcome means by order of conditions and condition (the crossover's cells); "
+        "Grizzle's carry-over test (the two-period totals compared between orders, Welch's "
+        "t); and a linear mixed model per outcome with condition and period (and site, "
+        "when pooled) as fixed effects and a random intercept per participant: the "
+        "condition difference with its 95% interval and as d, the difference over the "
+        "total standard deviation."),
+        [("Outcomes by order and condition", by_order), ("Carry-over", carry),
+         ("Mixed models", mixed)])
+    conditions = sorted(outcomes["condition"].unique(), key=str)
+    rated = _likert_answers(study)
+    wide = rated.pivot_table(index="session_id", columns="item", values="value")
+    wide.columns = [f"rating_{item}" for item in wide.columns]
+    paired = outcomes.merge(wide, left_on="session_id", right_index=True, how="left")
+    labels = rated.drop_duplicates("item").set_index("item")["label"]
+    shown = [*DESIGN_OUTCOMES[:1], *DESIGN_OUTCOMES[3:4],
+             *[(f"rating_{item}", str(label)) for item, label in labels.items()][:2]]
+    section.figures.append(("Each participant in both conditions", figures.save(
+        figures.slope_figure(paired, shown, conditions, _points(study)), out, "paired")))
+    return section
+
+
 def _session_time_section(data: StudyData, out: Path) -> Section:
     summary, per_round = sessions.session_fairness_over_time(data)
     by_condition = summary.drop(columns=["participant_id", "session_id"]).groupby(
@@ -159,9 +330,10 @@ def _session_time_section(data: StudyData, out: Path) -> Section:
     per_round["unit"] = per_round["session_id"]
     section = Section("Fairness over time in the sessions", (
         "Running F and FE after each round (participant as human 0). Long-term: the last "
-        "round; anytime: the worst round; average: mean over rounds; periodic: rounds 4 and "
-        "8. Cumulative advantage sums the signed F over rounds (positive favours the "
-        "participant); lead changes count how often the favoured human changed."),
+        "round; anytime: the worst round; average: mean over rounds; periodic: every "
+        f"{fairness_time.DEFAULT_PERIOD}th round. Cumulative advantage sums the signed F "
+        "over rounds (positive favours the participant; twice Alamdari et al.'s overall "
+        "unfairness); lead changes count how often the favoured human changed."),
         [("Mean per condition", by_condition), ("Per session", summary)])
     section.figures.append(("Running |F| per condition", figures.save(
         figures.running_fairness_figure(per_round, ["condition"], "F",
@@ -172,6 +344,50 @@ def _session_time_section(data: StudyData, out: Path) -> Section:
                                         "Running fair-equity |FE| in the sessions"),
         out, "sessions_running_FE")))
     return section
+
+
+def _session_metrics_section(data: StudyData, outcomes: pd.DataFrame) -> Section:
+    per_session = session_metrics(data)
+    measures = [c for c in per_session.columns if c not in (
+        "participant_id", "session_id", "condition", "window")]
+    by_condition = per_session.groupby("condition")[measures].mean().reset_index()
+    people = sessions.role_rates(data)
+    distances = []
+    for condition, part in people.groupby("condition"):
+        for rate in ("P_rate", "C_rate", "Cap"):
+            distances.append({"condition": condition, "outcome": rate,
+                              **metrics.distribution_distances(
+                                  part.loc[part["role"] == "participant", rate],
+                                  part.loc[part["role"] == "teammate", rate])})
+    return Section("Seed metrics in the sessions", (
+        f"Windowed fairness over the last {metrics.DEFAULT_WINDOW} rounds (mean and worst "
+        "|F| and opportunity gap over the session), welfare of the two humans' preference "
+        "outcomes P and contributions C (utilitarian, Rawlsian min, log-Nash), and the "
+        "counterfactuals from re-solving each session's policy: seat swap (zero for a policy "
+        "that ignores seats) and preference flip (what the participant's preferences cost "
+        "them in contribution). Distances between the participants' and the teammates' "
+        "outcome distributions: Jensen-Shannon (bits, 20 bins) and Wasserstein; with few "
+        "sessions these are descriptive."),
+        [("Seed metrics per condition", by_condition),
+         ("Seed metrics per session", per_session),
+         ("Participant against teammate distributions", pd.DataFrame(distances))])
+
+
+def session_metrics(data: StudyData) -> pd.DataFrame:
+    """One row per analysed session: windowed fairness, welfare and counterfactuals."""
+    frame = sessions.collaborative(data.sessions)
+    c, p = sessions.team_arrays(frame)
+    kits = sessions.trajectories(frame, data.allocations, c.shape[-1])
+    keys = frame[["participant_id", "session_id", "condition"]].reset_index(drop=True)
+    parts = [keys, metrics.windowed_summary(c, p, kits), metrics.welfare_frame(c, p, kits[:, -1])]
+    counterfactual = []
+    for k, row in frame.reset_index(drop=True).iterrows():
+        algorithm = sessions.session_algorithm(row)
+        goal_kits = tuple(int(x) for x in kits[k, -1].sum(axis=0))
+        counterfactual.append(metrics.counterfactuals(c[k:k + 1], p[k:k + 1], algorithm,
+                                                      goal_kits))
+    parts.append(pd.concat(counterfactual, ignore_index=True))
+    return pd.concat(parts, axis=1)
 
 
 def role_frame(outcomes: pd.DataFrame) -> pd.DataFrame:
@@ -215,9 +431,10 @@ def _participant_parity_section(data: StudyData, outcomes: pd.DataFrame,
 # --- a team pool -----------------------------------------------------------------------------
 
 
-def pool_sections(pool: pd.DataFrame, record: dict, out: Path,
-                  options: ReportOptions) -> list[Section]:
-    """Table 3, gaps, the allocation figure, round orders, the trade-off and parity."""
+def pool_sections(pool: pd.DataFrame, record: dict, out: Path, options: ReportOptions,
+                  study: Study | None = None) -> list[Section]:
+    """Table 3, gaps, the allocation figure, round orders, the trade-off, parity, the seed
+    metrics and, with the study's protocol, the plan for the next study."""
     spec = PoolSpec.from_dict(record["spec"], name=record["name"])
     algorithms = [spec.algorithm(name) for name in spec.algorithms]
     types = simulation.team_type_names(pool)
@@ -232,6 +449,10 @@ def pool_sections(pool: pd.DataFrame, record: dict, out: Path,
     sections.append(_order_section(pool, algorithms, spec, out, options))
     sections.append(_tradeoff_section(pool, types, spec, out, options))
     sections.append(_pool_parity_section(pool, types, spec, out, options))
+    sections.append(_pool_metrics_section(pool, types, spec, options))
+    protocol = _study_protocol(study, options)
+    if protocol is not None:
+        sections.append(_plan_section(pool, protocol, spec, study, out, options))
     return sections
 
 
@@ -249,12 +470,13 @@ def _gap_section(pool: pd.DataFrame, types: pd.Series, out: Path) -> Section:
 
 def _allocation_section(pool: pd.DataFrame, spec: PoolSpec, out: Path) -> Section:
     table = simulation.allocation_summary(pool, spec.algorithms)
+    rounds = sum(spec.kits)
     return Section("Simulation Study #2: allocations", (
-        "Mean rounds (of 8) each human spends on their most capable and on their most "
-        "preferred task type, per algorithm and team type (the paper's Figure 4)."),
+        f"Mean rounds (of {rounds}) each human spends on their most capable and on their "
+        "most preferred task type, per algorithm and team type (the paper's Figure 4)."),
         [("Allocations", table)],
         [("Allocations per team type", figures.save(
-            figures.allocations_figure(table, "Allocations in simulation"), out,
+            figures.allocations_figure(table, "Allocations in simulation", rounds), out,
             "allocations_pool"))])
 
 
@@ -319,6 +541,82 @@ def _pool_parity_section(pool: pd.DataFrame, types: pd.Series, spec: PoolSpec, o
             out, "parity_pool"))])
 
 
+def _pool_metrics_section(pool: pd.DataFrame, types: pd.Series, spec: PoolSpec,
+                          options: ReportOptions) -> Section:
+    rng = np.random.default_rng(options.seed)
+    rows = np.sort(rng.permutation(len(pool))[:options.metrics_sample])
+    part = pool.iloc[rows]
+    c, p = simulation.coefficients(part)
+    top = part["most_capable_human"].to_numpy(dtype=int)
+    order = np.stack([top, 1 - top], axis=1)[:, :, None]
+    c, p = np.take_along_axis(c, order, axis=1), np.take_along_axis(p, order, axis=1)
+    names = types.to_numpy()[rows]
+    tables, distances = [], []
+    for name in spec.algorithms:
+        algorithm = spec.algorithm(name)
+        kits = fairness_time.policy_trajectories(c, p, algorithm, spec.kits)
+        frame = pd.concat([metrics.windowed_summary(c, p, kits),
+                           metrics.welfare_frame(c, p, kits[:, -1]),
+                           metrics.counterfactuals(c, p, algorithm, spec.kits)], axis=1)
+        frame = frame.assign(algorithm=name, team_type=names)
+        tables.append(frame.drop(columns="window").groupby(["algorithm", "team_type"])
+                      .mean().reset_index())
+        rates = metrics.outcomes(c, p, kits[:, -1])
+        for team_type in sorted(set(names)):
+            chosen = names == team_type
+            for rate in ("P_rate", "C_rate", "Cap"):
+                distances.append({"algorithm": name, "team_type": team_type, "outcome": rate,
+                                  **metrics.distribution_distances(rates[rate][chosen, 0],
+                                                                   rates[rate][chosen, 1])})
+    return Section("Seed metrics in simulation", (
+        f"On {len(rows):,} pool teams, human 0 the most capable: windowed fairness over the "
+        f"last {metrics.DEFAULT_WINDOW} rounds of the default-order plan, welfare of the "
+        "preference outcomes P and contributions C, the seat-swap and preference-flip "
+        "counterfactuals, and the Jensen-Shannon divergence (bits) and Wasserstein distance "
+        "between the most capable and the other human's outcome distributions."),
+        [("Per algorithm and team type", pd.concat(tables, ignore_index=True)),
+         ("Most capable against other human", pd.DataFrame(distances))])
+
+
+def _study_protocol(study: Study | None, options: ReportOptions) -> object | None:
+    """The study's protocol as the study package loads it, for the plan (None without)."""
+    from study.protocol import load_protocol
+
+    if options.protocol is not None:
+        return load_protocol(options.protocol)
+    if study is None or len(study.data.protocol_texts) != 1:
+        return None
+    return design_module.loaded_protocol(next(iter(study.data.protocol_texts.values())))
+
+
+def _plan_section(pool: pd.DataFrame, protocol: object, spec: PoolSpec, study: Study | None,
+                  out: Path, options: ReportOptions) -> Section:
+    sd = _likert_sd(study)
+    plan_options = plan.PlanOptions(simulations=options.plan_simulations, seed=options.seed,
+                                    likert_sd=sd or plan.PlanOptions.likert_sd)
+    curves, needed = plan.plan(pool, protocol, spec.fea, plan_options)
+    return Section("Planning the next study", (
+        "Participants (each in both conditions) needed to detect the difference in team "
+        "cookies the two conditions' policies give on this pool with the decorator model "
+        "(paired t test), and a one-point difference in a Likert item (Wilcoxon test), at "
+        f"80% power and alpha 0.05, from {options.plan_simulations} simulated studies per "
+        "size. " + (f"The Likert spread ({sd:.2f}) is the analysed ratings' mean "
+                    "within-condition sd." if sd else "The Likert spread is the default.")
+        + " Dashed: the closed-form power of the paired t test for normal differences with "
+        "the simulated mean and sd. Run `analysis plan` for other differences."),
+        [("Participants needed", needed), ("Power curves", curves)],
+        [("Power against participants", figures.save(
+            figures.power_figure(curves, plan_options.power), out, "plan"))])
+
+
+def _likert_sd(study: Study | None) -> float | None:
+    if study is None:
+        return None
+    rated = _likert_answers(study)
+    spread = rated.groupby(["item", "condition"])["value"].std().dropna()
+    return float(spread.mean()) if len(spread) and spread.mean() > 0 else None
+
+
 # --- rendering --------------------------------------------------------------------------------
 
 
@@ -376,19 +674,23 @@ def write_tables(sections: list[Section], directory: Path) -> None:
             frame.to_csv(directory / f"{number:02d}_{slug}.csv", index=False)
 
 
-def write_report(data: StudyData, out: Path, pool: pd.DataFrame | None = None,
-                 pool_record: dict | None = None,
+def write_report(data: StudyData | Sequence[StudyData], out: Path,
+                 pool: pd.DataFrame | None = None, pool_record: dict | None = None,
                  options: ReportOptions = ReportOptions()) -> Path:
-    """Write ``report.html``, ``figures/`` (PNG + SVG) and ``tables/`` (CSV) under ``out``."""
+    """Write ``report.html``, ``figures/`` (PNG + SVG) and ``tables/`` (CSV) under ``out``
+    from one study database or several of the same protocol (pooled, site as a factor)."""
     figure_dir = out / "figures"
-    sections = participant_sections(data, figure_dir, options.attributes)
-    metadata = dict(data.metadata)
+    study = prepare([data] if isinstance(data, StudyData) else list(data), options)
+    sections = participant_sections(study, figure_dir, options)
+    metadata = dict(study.data.metadata)
+    metadata["analysis_rules"] = study.design.rules.__dict__
+    metadata["design_source"] = study.design.source
     if pool is not None and pool_record is not None:
-        sections += pool_sections(pool, pool_record, figure_dir, options)
+        sections += pool_sections(pool, pool_record, figure_dir, options, study)
         metadata["report_pool"] = pool_record
     write_tables(sections, out / "tables")
     path = out / "report.html"
-    protocols = ", ".join(data.metadata.get("protocols", [])) or "no participants"
+    protocols = ", ".join(study.data.metadata.get("protocols", [])) or "no participants"
     path.write_text(render(f"Study report: {protocols}", sections, metadata),
                     encoding="utf-8")
     return path

@@ -8,6 +8,8 @@ then positive when the allocation favoured the participant, whatever seat they h
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -15,7 +17,13 @@ from analysis import fairness_time
 from analysis.load import StudyData
 from analysis.questionnaires import likert, predicted_rating
 from analysis.simulation import per_human_array
-from study.model import all_metrics, most_capable_type, most_preferred_type, rounds_on_type
+from study.model import (
+    Algorithm,
+    all_metrics,
+    most_capable_type,
+    most_preferred_type,
+    rounds_on_type,
+)
 
 ROLES = ("participant", "teammate")
 
@@ -64,6 +72,13 @@ def session_outcomes(data: StudyData) -> pd.DataFrame:
     final = trajectories(sessions, data.allocations, c.shape[-1])[:, -1]
     frame = sessions[["participant_id", "protocol", "session_id", "number", "condition",
                       "algorithm", "round_order", "reward"]].copy()
+    frame.insert(4, "period", frame["number"])
+    frame.insert(5, "order", frame["participant_id"].map(condition_orders(data.participants)))
+    if "site" in sessions:
+        frame.insert(1, "site", sessions["site"].to_numpy())
+    recovered = data.rounds[data.rounds["close_reason"] == "recovery"].groupby(
+        "session_id").size()
+    frame["rounds_recovered"] = frame["session_id"].map(recovered).fillna(0).astype(int)
     cookies = data.rounds.groupby("session_id")[["participant_cookies",
                                                   "teammate_cookies"]].sum()
     frame["cookies_participant"] = frame["session_id"].map(cookies["participant_cookies"])
@@ -87,6 +102,13 @@ def session_outcomes(data: StudyData) -> pd.DataFrame:
     frame["predicted_rating_fair"] = predicted_rating(frame["fair_reward"])
     frame["predicted_rating_reward"] = predicted_rating(frame["reward"])
     return frame
+
+
+def condition_orders(participants: pd.DataFrame) -> pd.Series:
+    """Each participant's order of conditions as text (``efficient > fair``), by id."""
+    orders = participants.set_index("participant_id")["condition_order"]
+    return orders.map(lambda text: " > ".join(json.loads(text)) if isinstance(text, str)
+                      else "")
 
 
 def session_fairness_over_time(data: StudyData) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -120,3 +142,28 @@ def condition_summary(outcomes: pd.DataFrame, answers: pd.DataFrame) -> pd.DataF
         wide.columns = [f"rating {label}" for label in wide.columns]
         table = table.join(wide)
     return table.reset_index()
+
+
+def session_algorithm(session: pd.Series) -> Algorithm:
+    """The policy a session ran (FEA with its weight and bounds)."""
+    if session["algorithm"] == "fea":
+        return Algorithm("fea", w=float(session["w"]), lo=float(session["fea_lo"]),
+                         hi=float(session["fea_hi"]))
+    return Algorithm(str(session["algorithm"]))
+
+
+def role_rates(data: StudyData) -> pd.DataFrame:
+    """Per analysed session and member (participant, teammate): the per-round preference
+    outcome ``P_rate``, contribution ``C_rate`` and share of rounds on the most capable
+    type ``Cap``, from the kits handed out."""
+    from analysis.metrics import outcomes
+
+    frame = collaborative(data.sessions)
+    c, p = team_arrays(frame)
+    final = trajectories(frame, data.allocations, c.shape[-1])[:, -1]
+    rates = outcomes(c, p, final)
+    parts = [pd.DataFrame({"session_id": frame["session_id"], "condition": frame["condition"],
+                           "role": role, **{name: rates[name][:, k]
+                                            for name in ("P_rate", "C_rate", "Cap")}})
+             for k, role in enumerate(ROLES)]
+    return pd.concat(parts, ignore_index=True)

@@ -1,0 +1,260 @@
+"""The participant flow (CONSORT style) and the analysis set every table and figure uses.
+
+The flow follows every participant link from its creation to the end of the study and
+says, at each stage, how many went on and how many were lost and why (declined,
+withdrawn, aborted by the experimenter, no teammate found, or left). The server records
+nothing until the consent page is answered, so a link that was opened but never answered
+counts as not opened. Withdrawal erases the step log, so a withdrawn participant is
+placed at the last stage their remaining consent fields prove.
+
+The analysis set then applies the protocol's declared exclusion rules (``design``) to the
+participants whose data remain, and keeps only sessions played to their last round: a
+session that was never played, or left half way, is never a zero.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import load
+from analysis.design import RULE_TEXT, AnalysisRules, Design, manipulation_passed
+from analysis.load import StudyData
+
+STEP_ORDER = ("consent", "themes", "preferences", "practice", "teammate", "intro-1",
+              "session-1", "questionnaire-1", "intro-2", "session-2", "questionnaire-2",
+              "post", "debrief", "done")
+STAGES = ("links created", "opened", "consented", "practised", "session 1", "session 2",
+          "done")
+# The first step that proves each stage was reached (opened and consented are read from
+# the consent fields).
+STAGE_STEP = {"practised": "teammate", "session 1": "session-1", "session 2": "session-2",
+              "done": "done"}
+LOSSES = ("declined", "withdrawn", "aborted", "unmatched", "left")
+
+
+@dataclass
+class AnalysisSet:
+    """Who and what is analysed: per participant the stage, outcome and rules that apply,
+    and the sessions kept."""
+
+    participants: pd.DataFrame  # one row per participant with data, rule columns, included
+    sessions: pd.DataFrame  # one row per collaborative session: complete, kept
+    rules: AnalysisRules
+
+    @property
+    def kept_sessions(self) -> set[int]:
+        return set(self.sessions.loc[self.sessions["kept"], "session_id"])
+
+    @property
+    def included(self) -> set[int]:
+        return set(self.participants.loc[self.participants["included"], "participant_id"])
+
+
+# --- the flow ------------------------------------------------------------------------------
+
+
+def _furthest_step(connection: sqlite3.Connection) -> pd.DataFrame:
+    people = pd.read_sql_query(
+        "SELECT id AS participant_id, code, protocol, step, consent, data_consent "
+        "FROM participants", connection)
+    steps = pd.read_sql_query("SELECT participant_id, step FROM steps", connection)
+    index = {step: k for k, step in enumerate(STEP_ORDER)}
+    steps["index"] = steps["step"].map(index)
+    furthest = steps.groupby("participant_id")["index"].max()
+    people["furthest"] = people["participant_id"].map(furthest)
+    people["furthest"] = np.fmax(people["furthest"].to_numpy(dtype=float),
+                                 people["step"].map(index).to_numpy(dtype=float))
+    return people
+
+
+def _stage(row: pd.Series) -> str:
+    """The last stage the participant is known to have reached."""
+    furthest = row["furthest"]
+    if row["step"] == "withdrawn" and row["data_consent"] == "withdrawn":
+        return "session 2"  # withdrew at the debrief, after the last session
+    reached = "links created"
+    if row["consent"] is not None or (furthest == furthest and furthest > 0):
+        reached = "opened"
+    if row["consent"] == "given":
+        reached = "consented"
+    for stage, step in STAGE_STEP.items():
+        if furthest == furthest and furthest >= STEP_ORDER.index(step):
+            reached = stage
+    if row["step"] == "unmatched":
+        reached = "practised"
+    return reached
+
+
+def _outcome(row: pd.Series) -> str:
+    if row["step"] == "done" and row["status"] != "aborted":
+        return "done"
+    if row["step"] in ("declined", "withdrawn", "unmatched"):
+        return str(row["step"])
+    if row["status"] == "aborted" or row["step"] == "aborted":
+        return "aborted"
+    return "left"
+
+
+def participant_stages(path: Path) -> pd.DataFrame:
+    """One row per participant link: the stage reached, the outcome (done or why lost),
+    the last step and the console's status and flag."""
+    with load._read_only(Path(path)) as connection:
+        people = _furthest_step(connection)
+        if "console_status" in load.table_names(connection):
+            status = pd.read_sql_query(
+                "SELECT participant_id, status, flagged FROM console_status", connection)
+            people = people.merge(status, on="participant_id", how="left")
+        else:
+            people["status"], people["flagged"] = None, 0
+    people["status"] = people["status"].fillna("active")
+    people["flagged"] = people["flagged"].fillna(0).astype(int)
+    people["consent"] = people["consent"].astype(object).where(people["consent"].notna(), None)
+    people["stage"] = people.apply(_stage, axis=1)
+    people["outcome"] = people.apply(_outcome, axis=1)
+    return people.drop(columns="furthest")
+
+
+def flow_table(stages: pd.DataFrame) -> pd.DataFrame:
+    """Per stage: how many reached it, and how many of those went no further, by reason."""
+    position = stages["stage"].map(STAGES.index)
+    rows = []
+    for k, stage in enumerate(STAGES):
+        stopped = stages[(position == k) & (stages["outcome"] != "done")]
+        row = {"stage": stage, "reached": int((position >= k).sum())}
+        row.update({loss: int((stopped["outcome"] == loss).sum()) for loss in LOSSES})
+        row["last steps of those who left"] = ", ".join(
+            f"{step} {n}" for step, n in stopped.loc[stopped["outcome"] == "left", "step"]
+            .value_counts().sort_index().items())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --- the analysis set ----------------------------------------------------------------------
+
+
+def complete_sessions(data: StudyData) -> pd.DataFrame:
+    """Every collaborative session with the rounds played, closed on recovery, and whether
+    it was played to its last round."""
+    sessions = data.sessions[data.sessions["kind"] == "collaborative"]
+    rounds = data.rounds[data.rounds["kind"] == "collaborative"]
+    closed = rounds[rounds["closed_at"].notna()]
+    played = closed.groupby("session_id")["number"].nunique()
+    recovered = closed[closed["close_reason"] == "recovery"].groupby("session_id").size()
+    frame = sessions[["participant_id", "session_id", "number", "condition",
+                      "rounds"]].copy()
+    frame["rounds_played"] = frame["session_id"].map(played).fillna(0).astype(int)
+    frame["rounds_recovered"] = frame["session_id"].map(recovered).fillna(0).astype(int)
+    frame["complete"] = frame["rounds_played"] >= frame["rounds"]
+    return frame.reset_index(drop=True)
+
+
+def _rule_matches(data: StudyData, design: Design, people: pd.DataFrame) -> pd.DataFrame:
+    """One boolean column per exclusion rule (whether or not the protocol applies it)."""
+    status = data.status.set_index("participant_id") if not data.status.empty else None
+    ids = people["participant_id"]
+    matches = pd.DataFrame({"participant_id": ids})
+    if status is None:
+        matches["aborted"] = matches["flagged"] = False
+    else:
+        matches["aborted"] = ids.map(status["status"]).eq("aborted").to_numpy()
+        matches["flagged"] = ids.map(status["flagged"]).fillna(0).astype(int).eq(1).to_numpy()
+    matches["aborted"] |= people["step"].eq("aborted").to_numpy()
+    matches["failed-manipulation-check"] = _failed_check(data, design, ids).to_numpy()
+    practice = data.practice.merge(data.rounds[["round_id", "close_reason"]], on="round_id",
+                                   how="left")
+    recovered = set(practice.loc[practice["measured"].astype(bool)
+                                 & practice["close_reason"].eq("recovery"), "participant_id"])
+    matches["recovered-capability"] = ids.isin(recovered).to_numpy()
+    matches["incomplete"] = people["step"].ne("done").to_numpy()
+    return matches
+
+
+def _failed_check(data: StudyData, design: Design, ids: pd.Series) -> pd.Series:
+    item = design.manipulation_check
+    if item is None:
+        return pd.Series(False, index=ids.index)
+    answers = manipulation_answers(data, design)
+    failed = answers.set_index("participant_id")["passed"].eq(False)
+    return ids.map(failed).fillna(False).astype(bool)
+
+
+def manipulation_answers(data: StudyData, design: Design) -> pd.DataFrame:
+    """Each participant's answer to the manipulation check and whether it passed."""
+    item = design.manipulation_check
+    columns = ["participant_id", "answer", "passed"]
+    if item is None:
+        return pd.DataFrame(columns=columns)
+    post = data.answers[(data.answers["questionnaire"] == "post")
+                        & (data.answers["item"] == item.id)]
+    answer = post["value_text"].astype(object).where(post["value_text"].notna(),
+                                                     post["value_number"])
+    passed = manipulation_passed(item, list(answer), design.rules.manipulation_check_pass)
+    return pd.DataFrame({"participant_id": post["participant_id"].to_numpy(),
+                         "answer": answer.to_numpy(), "passed": passed})
+
+
+def analysis_set(data: StudyData, design: Design) -> AnalysisSet:
+    """Apply the declared rules: which participants and which sessions are analysed."""
+    rules = design.rules
+    people = data.participants[["participant_id", "code", "step"]].copy()
+    matches = _rule_matches(data, design, people)
+    people = people.merge(matches, on="participant_id")
+    applied = [rule for rule in rules.exclude]
+    people["excluded_by"] = None
+    for rule in applied:
+        fresh = people["excluded_by"].isna() & people[rule]
+        people.loc[fresh, "excluded_by"] = rule
+    people["included"] = people["excluded_by"].isna()
+    sessions = complete_sessions(data)
+    only_incomplete = people[applied].sum(axis=1).eq(1) & people["incomplete"] & (
+        "incomplete" in applied)
+    keep_people = set(people.loc[people["included"], "participant_id"])
+    if rules.keep_completed_sessions_of_incomplete:
+        keep_people |= set(people.loc[only_incomplete, "participant_id"])
+    sessions["kept"] = sessions["complete"] & sessions["participant_id"].isin(keep_people)
+    return AnalysisSet(people, sessions, rules)
+
+
+def exclusion_table(chosen: AnalysisSet) -> pd.DataFrame:
+    """Per declared rule: participants it matches and participants it removed (each
+    counted under the first rule that removes them), with what the rule means."""
+    people = chosen.participants
+    rows = [{"rule": rule, "meaning": RULE_TEXT[rule], "matched": int(people[rule].sum()),
+             "removed": int((people["excluded_by"] == rule).sum())}
+            for rule in chosen.rules.exclude]
+    return pd.DataFrame(rows, columns=["rule", "meaning", "matched", "removed"])
+
+
+def restrict(data: StudyData, chosen: AnalysisSet) -> StudyData:
+    """The frames of the analysis set: the kept sessions (with their rounds, kits, cookies
+    and ratings), and the practice, teammates and post-study answers of the participants
+    who have a kept session."""
+    sessions = chosen.kept_sessions
+    people = set(chosen.sessions.loc[chosen.sessions["kept"], "participant_id"])
+
+    def of_people(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[frame["participant_id"].isin(people)].reset_index(drop=True)
+
+    def of_sessions(frame: pd.DataFrame) -> pd.DataFrame:
+        collaborative = frame["kind"] == "collaborative" if "kind" in frame else (
+            frame["condition"].notna())
+        keep = frame["participant_id"].isin(people) & (
+            ~collaborative | frame["session_id"].isin(sessions))
+        return frame[keep].reset_index(drop=True)
+
+    answers = data.answers
+    session_answer = answers["session_id"].notna()
+    answers = answers[answers["participant_id"].isin(people)
+                      & (~session_answer | answers["session_id"].isin(sessions))]
+    return data.replace(
+        participants=of_people(data.participants),
+        sessions=of_sessions(data.sessions), rounds=of_sessions(data.rounds),
+        allocations=of_people(data.allocations[data.allocations["session_id"].isin(sessions)]),
+        cookies=of_sessions(data.cookies), answers=answers.reset_index(drop=True),
+        practice=of_people(data.practice), teammates=of_people(data.teammates),
+        status=of_people(data.status))
