@@ -125,8 +125,12 @@ Intervals = Annotated[
         {"type": "array", "items": {"type": "array", "items": _INTERVAL_SCHEMA}}],
         "description": "[lo, hi] for every coefficient, one [lo, hi] per task type, or "
                        "one such list per human; bounds within [0, 1]"})]
+_TEAM_TYPE_SCHEMA = {"type": "string", "enum": list(TEAM_TYPES)}
 TeamTypes = Annotated[list[Literal[TEAM_TYPES]], BeforeValidator(_one_or_many),
-                      Field(min_length=1, max_length=len(TEAM_TYPES))]
+                      Field(min_length=1, max_length=len(TEAM_TYPES)),
+                      WithJsonSchema({"anyOf": [_TEAM_TYPE_SCHEMA, {
+                          "type": "array", "items": _TEAM_TYPE_SCHEMA, "minItems": 1,
+                          "maxItems": len(TEAM_TYPES), "uniqueItems": True}]})]
 
 
 # --- [study], [cookies], [[themes]], [[conditions]] --------------------------------------
@@ -198,9 +202,9 @@ class Condition(Strict):
         BeforeValidator(_pool_bounds),
         WithJsonSchema({"anyOf": [{"const": "pool"},
                                   {"type": "array", "items": {"type": "number", "minimum": 0},
-                                   "minItems": 2, "maxItems": 2}],
-                        "default": "pool"}),
-    ] = Field(None, description='FEA only: "pool" (the bounds derived from the pool) or [lo, hi].')
+                                   "minItems": 2, "maxItems": 2}]}),
+    ] = Field(None, json_schema_extra={"default": "pool"},
+              description='FEA only: "pool" (the bounds derived from the pool) or [lo, hi].')
 
 
 # --- [pages], [scales], [preferences], [questionnaires] ----------------------------------
@@ -385,5 +389,23 @@ class ProtocolFile(Strict):
 
 def json_schema() -> dict[str, Any]:
     """The published JSON Schema of a protocol file."""
-    schema = ProtocolFile.model_json_schema()
+    schema = _without_null(ProtocolFile.model_json_schema())
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def _without_null(node: Any) -> Any:
+    """TOML has no null: an optional key is one left out, so the schema offers no null
+    type and no null default to an editor."""
+    if isinstance(node, list):
+        return [_without_null(value) for value in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _without_null(value) for key, value in node.items()
+            if not (key == "default" and value is None)}
+    options = [option for option in node.get("anyOf", []) if option != {"type": "null"}]
+    if "anyOf" in node and len(options) == 1:
+        del node["anyOf"]
+        node = {**options[0], **node}
+    elif "anyOf" in node:
+        node["anyOf"] = options
+    return node
