@@ -203,6 +203,7 @@ def test_the_published_schema_is_the_generated_one(capsys):
 def test_editors_check_the_same_shape_with_the_json_schema():
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((ROOT / "docs" / "protocol.schema.json").read_text(encoding="utf-8"))
+    assert '"null"' not in json.dumps(schema), "TOML has no null"
     validator = jsonschema.Draft202012Validator(schema)
     for path in sorted(PROTOCOLS.glob("*.toml")):
         assert list(validator.iter_errors(tomllib.loads(path.read_text()))) == [], path
