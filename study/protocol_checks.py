@@ -105,9 +105,10 @@ def _shown(value: Any) -> str:
         return repr(value) if len(value) <= 40 else f"{value[:30]!r}... ({len(value):,} characters)"
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, int | float):
-        shown = repr(value) if abs(value) < 10**40 else f"{float(value):.3g}"
-        return shown
+    if isinstance(value, float) or (isinstance(value, int) and abs(value) < 10**40):
+        return repr(value)
+    if isinstance(value, int):
+        return f"a number of {len(str(abs(value)))} digits"
     return ""
 
 

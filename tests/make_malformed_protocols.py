@@ -204,6 +204,8 @@ CASES = [
          "pool.seed"),
     Case("range-seed-huge", "a seed beyond 64 bits", "seed = 3", "seed = " + "9" * 40,
          "pool.seed"),
+    Case("range-teams-400-digits", "a pool size beyond any float", "teams = 20_000",
+         "teams = " + "9" * 400, "pool.teams"),
     Case("range-seed-negative", "a negative seed", "seed = 3", "seed = -1", "pool.seed"),
     Case("nan-fair-gap", "NaN fair gap", "fair_gap_above = 0.60", "fair_gap_above = nan",
          "pool.teammate.fair_gap_above"),
