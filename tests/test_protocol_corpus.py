@@ -9,6 +9,7 @@ the error must name.
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from study.cli import main
-from study.protocol import load_protocol
+from study.protocol import load_protocol, parse_protocol
 from study.tomlsource import ProtocolError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,3 +107,36 @@ def test_study_serve_refuses_what_study_check_refuses(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith(f"study: error: {path}:{line}: {field}: ")
     assert list(tmp_path.rglob("*")) == [] and not (tmp_path.parent / "evil.sqlite").exists()
+
+
+MUTATIONS = ["[", "]", "{", "}", "=", '"', "'", '"""', "\n", "#", ".", ",", "nan", "inf",
+             "-", "1e10", "true", "[[x]]", "\x00", "\\", "é", "9" * 30]
+
+
+def mutated(text: str, rng: random.Random) -> str:
+    """``text`` with one to four random cuts, insertions and duplicated lines."""
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(len(text))
+        choice = rng.random()
+        if choice < 0.3:
+            text = text[:at] + text[at + rng.randint(1, 40):]
+        elif choice < 0.7:
+            text = text[:at] + rng.choice(MUTATIONS) + text[at:]
+        else:
+            lines = text.split("\n")
+            lines.insert(rng.randrange(len(lines)), rng.choice(lines))
+            text = "\n".join(lines)
+    return text
+
+
+def test_random_damage_is_refused_with_a_line_and_a_field_or_is_harmless():
+    demo = (ROOT / "protocols" / "demo.toml").read_text(encoding="utf-8")
+    rng = random.Random(11)
+    refused = 0
+    for _ in range(300):
+        try:
+            parse_protocol(mutated(demo, rng), "damaged.toml")
+        except ProtocolError as error:
+            refused += 1
+            assert error.line is not None and error.line >= 1 and error.field, str(error)
+    assert refused >= 200
