@@ -153,12 +153,21 @@ class Balanced:
         _wait_for_port(self.port, self.children[-1], host=self.host)
 
     def _wait(self, stopping: list[int]) -> int:
+        """Until asked to stop. A worker that dies is routed around by HAProxy (gunicorn
+        restarts a worker process whose master lives); the study stops only when the
+        balancer, the queue, or every worker is gone."""
+        workers = [c for c in self.children if "study.cli" in c.args]
+        reported: set[int] = set()
         while not stopping:
             for child in self.children:
-                if child.poll() is not None:
-                    print(f"study serve: {Path(str(child.args[0])).name} exited with "
-                          f"{child.returncode}; stopping", file=sys.stderr, flush=True)
-                    return 1
+                if child.poll() is not None and child.pid not in reported:
+                    reported.add(child.pid)
+                    print(f"study serve: {Path(str(child.args[0])).name} (pid {child.pid}) "
+                          f"exited with {child.returncode}", file=sys.stderr, flush=True)
+            essential = [c for c in self.children if c not in workers]
+            if any(c.poll() is not None for c in essential) or all(
+                    w.poll() is not None for w in workers):
+                return 1
             time.sleep(0.2)
         return 0
 

@@ -1,0 +1,43 @@
+"""Shared parts of the tests that run ``study serve`` as real processes with bots."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from study.bots import BEHAVIOURS, Behaviour
+
+# Bots that decorate, dawdle, refresh, idle and drop their connection.
+BEHAVIOUR_MIX = (BEHAVIOURS["fast"], replace(BEHAVIOURS["slow"], read_seconds=0.2),
+                 BEHAVIOURS["refreshing"], replace(BEHAVIOURS["idle"], read_seconds=0.2),
+                 BEHAVIOURS["fast"], Behaviour("disconnecting", refresh_at=0.2, away_seconds=1.0))
+
+
+def query(db: Path, sql: str, *params) -> list[sqlite3.Row]:
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    connection.row_factory = sqlite3.Row
+    try:
+        return connection.execute(sql, params).fetchall()
+    finally:
+        connection.close()
+
+
+def open_rounds(db: Path, codes: list[str]) -> list[sqlite3.Row]:
+    marks = ",".join("?" * len(codes))
+    return query(db, "SELECT r.*, p.code FROM rounds r JOIN participants p ON "
+                     f"p.id = r.participant_id WHERE r.closed_at IS NULL AND p.code IN ({marks})",
+                 *codes)
+
+
+def wait_for_open_rounds(db: Path, codes: list[str], at_least: int, timeout: float) -> None:
+    """Until ``at_least`` bots are inside a running round, past its first half second."""
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        now = time.time()
+        if db.exists() and sum(1 for r in open_rounds(db, codes)
+                               if r["started_at"] + 0.5 < now < r["deadline"] - 0.3) >= at_least:
+            return
+        time.sleep(0.05)
+    raise TimeoutError("the bots never were in rounds together")
