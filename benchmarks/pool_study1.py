@@ -1,59 +1,73 @@
-"""The full Study #1 pool, its ratio to pymdptoolbox, scaling, and matching latency.
+"""Team pools: the full Study #1 pool, workers and Dask, scaling, opening for matching,
+and the live path, each figure beside a baseline measured in the same run.
 
     python -m benchmarks.pool_study1 [--reference-teams 200] [--sizes 1e4,1e5,1e6]
-        [--variant-teams 100000] [--queries 2000] [--workers 2]
+        [--dask-teams 500000] [--dask-workers 1,2,4] [--open-teams 1e6]
+        [--queries 2000] [--live 500] [--variant-teams 0]
 
 1. Builds the shipped Study #1 pool (protocols/study1.toml: 500,000 teams, three
-   algorithms, gaps) and prints the paper's figures and the build time.
-2. Solves a sample of the same teams one by one with pymdptoolbox (building each team's
-   MDP, as a per-team study does) and extrapolates to the whole pool.
-3. Builds pools of each size, and of other kits, task types and humans, each in a fresh
-   process, reporting wall time and peak resident memory.
-4. Loads the 500,000-team pool and times teammate queries (median and 99th percentile).
+   algorithms, gaps), prints the paper's figures, the build time and the compute alone,
+   and the ratio to solving a sample of the same teams one by one with pymdptoolbox.
+2. Builds the same pool on 1 and 2 local threads (2 is the default here) and on Dask
+   clusters of 1, 2 and 4 single-threaded worker processes (cluster start-up apart).
+3. Builds pools of each size in fresh processes: wall time and peak resident memory
+   (and, with ``--variant-teams``, pools of other kits, task types and humans).
+4. Opens a pool of ``--open-teams`` for matching in a fresh process (the spec's filter),
+   against reading the whole file, and times queries (median and 99th percentile).
+5. The live path on a Study #2 pool: the teammate match, the live team and the policy of
+   each of the two conditions, per algorithm, against pymdptoolbox for the same policies.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
-from study.model import state_space
+from study.model import Algorithm, Team, state_space
 from study.pool import Pool, PoolSpec, TeammateFilter, build_pool
 from study.pool.build import chunk_table
 from study.pool.summary import format_summary, summarize
-from study.solver import goal_rewards, reference_action_table
+from study.solver import goal_rewards, reference_action_table, solve
 
-STUDY1 = Path(__file__).resolve().parent.parent / "protocols" / "study1.toml"
+PROTOCOLS = Path(__file__).resolve().parent.parent / "protocols"
+STUDY1 = PROTOCOLS / "study1.toml"
+STUDY2 = PROTOCOLS / "study2.toml"
 PAPER = "paper: 7,072 of 500,000 (1.41%); 74.97% / 22.14% / 2.8%"
+CHUNK = 65_536
 
 
-def full_pool(directory: Path, workers: int) -> tuple[Path, float]:
-    """Build the shipped Study #1 pool; returns its path and the wall time."""
+def timed(action) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def full_pool(directory: Path) -> tuple[Path, float]:
+    """Build the shipped Study #1 pool with the defaults; its path and the wall time."""
     spec = PoolSpec.from_protocol(STUDY1)
     build_pool(spec.with_changes(teams=20_000), directory / "warm.parquet", progress=False)
-    started = time.perf_counter()
-    path = build_pool(spec, directory / "study1.parquet", workers=workers, progress=False)
-    return path, time.perf_counter() - started
+    path = directory / "study1.parquet"
+    return path, timed(lambda: build_pool(spec, path, progress=False))
 
 
 def compute_only(workers: int) -> float:
-    """The same pool's sampling and solving without writing, on ``workers`` threads."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """The same pool's sampling and solving into Arrow tables, without writing."""
     spec = PoolSpec.from_protocol(STUDY1)
-    starts = range(0, spec.teams, 65_536)
-    started = time.perf_counter()
+    starts = range(0, spec.teams, CHUNK)
     with ThreadPoolExecutor(workers) as executor:
-        list(executor.map(lambda s: chunk_table(spec, s, min(s + 65_536, spec.teams)), starts))
-    return time.perf_counter() - started
+        return timed(lambda: list(executor.map(
+            lambda s: chunk_table(spec, s, min(s + CHUNK, spec.teams)), starts)))
 
 
 def reference_seconds(pool: Pool, teams: int) -> tuple[float, int]:
@@ -77,7 +91,34 @@ def reference_seconds(pool: Pool, teams: int) -> tuple[float, int]:
     return (time.perf_counter() - started) / (teams * len(spec.algorithms)), agree
 
 
-def variant_spec(teams: int, humans: int = 2, kits: tuple[int, ...] = (8, 8)) -> PoolSpec:
+def workers_table(directory: Path, teams: int, dask_workers: list[int]) -> None:
+    """Local threads against Dask clusters of single-threaded worker processes."""
+    from distributed import Client, LocalCluster
+
+    spec = PoolSpec.from_protocol(STUDY1).with_changes(teams=teams)
+    out = directory / "workers.parquet"
+    rows = [(f"local, {n} thread{'s' * (n > 1)}",
+             timed(lambda n=n: build_pool(spec, out, workers=n, progress=False)), 0.0)
+            for n in (1, 2)]
+    default = timed(lambda: build_pool(spec, out, progress=False))
+    for count in dask_workers:
+        started = time.perf_counter()
+        with LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
+                          dashboard_address=None) as cluster, Client(cluster):
+            start_up = time.perf_counter() - started
+            address = cluster.scheduler_address
+            first = timed(lambda a=address: build_pool(spec, out, scheduler=a, progress=False))
+            again = timed(lambda a=address: build_pool(spec, out, scheduler=a, progress=False))
+        rows.append((f"Dask, {count} worker process{'es' * (count > 1)}",
+                     min(first, again), start_up))
+    print(f"\n{teams:,} teams, written (default: {os.cpu_count()} local threads, "
+          f"{default:.2f} s):")
+    for label, seconds, start_up in rows:
+        extra = f"  (+ {start_up:.2f} s cluster start-up)" if start_up else ""
+        print(f"  {label:<28}{seconds:7.2f} s  {seconds / default:5.2f} x the default{extra}")
+
+
+def variant_spec(teams: int, humans: int, kits: tuple[int, ...]) -> PoolSpec:
     """Study #1's distribution with other sizes, kits, task types or humans."""
     return PoolSpec.from_dict({"teams": teams, "seed": 1, "humans": humans, "kits": list(kits),
                                "algorithms": ["efficient", "fair", "fea"],
@@ -85,16 +126,26 @@ def variant_spec(teams: int, humans: int = 2, kits: tuple[int, ...] = (8, 8)) ->
                                        "bounds_source": "benchmark"}}, name="variant")
 
 
-def child_build(arguments: str) -> None:
-    """Run in a fresh process: build one variant, print wall time and peak memory."""
+def child(arguments: str) -> None:
+    """Run in a fresh process: build one pool, or open one for matching."""
     options = json.loads(arguments)
-    spec = variant_spec(options["teams"], options["humans"], tuple(options["kits"]))
-    with tempfile.TemporaryDirectory() as directory:
-        started = time.perf_counter()
-        build_pool(spec, Path(directory) / "pool.parquet", workers=options["workers"],
-                   progress=False)
-        elapsed = time.perf_counter() - started
-    print(json.dumps({"seconds": elapsed, "peak_mib": peak_mib()}))
+    if options["task"] == "build":
+        spec = variant_spec(options["teams"], options["humans"], tuple(options["kits"]))
+        with tempfile.TemporaryDirectory() as directory:
+            seconds = timed(lambda: build_pool(spec, Path(directory) / "pool.parquet",
+                                               progress=False))
+        print(json.dumps({"seconds": seconds, "peak_mib": peak_mib()}))
+        return
+    if options["task"] == "open":
+        holder: list[Pool] = []
+        seconds = timed(lambda: holder.append(Pool.load(options["path"])))
+        result = {"seconds": seconds, "peak_mib": peak_mib(),
+                  "members": len(holder[0].index(holder[0].spec.teammate))}
+        result.update(query_latency(holder[0], options["queries"], holder[0].spec.teammate))
+    else:
+        seconds = timed(lambda: pq.read_table(options["path"]))
+        result = {"seconds": seconds, "peak_mib": peak_mib()}
+    print(json.dumps(result))
 
 
 def peak_mib() -> float:
@@ -106,26 +157,70 @@ def peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure(teams: int, workers: int, humans: int = 2,
-            kits: tuple[int, ...] = (8, 8)) -> dict[str, float]:
-    options = json.dumps({"teams": teams, "humans": humans, "kits": list(kits),
-                          "workers": workers})
+def in_child(**options: object) -> dict[str, float]:
     result = subprocess.run([sys.executable, "-m", "benchmarks.pool_study1", "--child",
-                             options], capture_output=True, text=True, check=True)
+                             json.dumps(options)], capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 
 
-def latency(pool: Pool, queries: int, teammate: TeammateFilter) -> tuple[float, float, int]:
-    """Median and 99th percentile seconds of one query, and the members searched."""
-    index = pool.index(teammate)
-    rng = np.random.default_rng(9)
-    points = rng.uniform(0.01, 0.99, (queries, 2, 2))
+def query_latency(pool: Pool, queries: int, teammate: TeammateFilter) -> dict[str, float]:
+    """Median and 99th percentile seconds of one query."""
+    pool.index(teammate)
+    points = np.random.default_rng(9).uniform(0.01, 0.99, (queries, 2, 2))
     times = []
     for c, p in points:
         started = time.perf_counter()
         pool.match(c, p, filter=teammate)
         times.append(time.perf_counter() - started)
-    return float(np.median(times)), float(np.percentile(times, 99)), len(index)
+    return {"median": float(np.median(times)), "p99": float(np.percentile(times, 99))}
+
+
+def open_table(directory: Path, teams: int, queries: int) -> None:
+    spec = PoolSpec.from_protocol(STUDY1).with_changes(teams=teams)
+    path = build_pool(spec, directory / "open.parquet", progress=False)
+    size = path.stat().st_size / 2**20
+    whole = in_child(task="read", path=str(path))
+    opened = in_child(task="open", path=str(path), queries=queries)
+    print(f"\nopening a {teams:,}-team pool ({size:,.0f} MiB file) for matching, fresh "
+          f"process, imports apart:")
+    print(f"  reading the whole file      {whole['seconds']:6.2f} s, peak "
+          f"{whole['peak_mib']:6.0f} MiB")
+    print(f"  Pool.load (spec's filter)   {opened['seconds']:6.2f} s, peak "
+          f"{opened['peak_mib']:6.0f} MiB  ({whole['seconds'] / opened['seconds']:.1f} x "
+          f"faster, {opened['members']:,} members)")
+    print(f"  a query: median {opened['median'] * 1e3:.3f} ms, "
+          f"p99 {opened['p99'] * 1e3:.3f} ms ({queries:,} random participants)")
+
+
+def live_path(directory: Path, participants: int) -> None:
+    """Per participant: the match, the live team, and both conditions' policies."""
+    spec = PoolSpec.from_protocol(STUDY2)
+    pool = Pool.load(build_pool(spec, directory / "study2.parquet", progress=False))
+    algorithms = (Algorithm("efficient"), Algorithm("fea", lo=spec.fea.lo, hi=spec.fea.hi))
+    people = np.random.default_rng(4).uniform([[0.2, 0.63], [0.01, 0.01]],
+                                              [[0.32, 1.0], [0.99, 0.99]],
+                                              (participants, 2, 2))
+
+    def participant(c: np.ndarray, p: np.ndarray, solver: str) -> None:
+        match = pool.match(c, p)
+        team_c, team_p = np.empty((2, 2)), np.empty((2, 2))
+        team_c[match.participant_human], team_p[match.participant_human] = c, p
+        team_c[match.teammate_human] = match.teammate_c
+        team_p[match.teammate_human] = match.teammate_p
+        team = Team(team_c, team_p)
+        for algorithm in algorithms:
+            policy = solve(team, algorithm, solver=solver)
+            _ = policy.plan, policy.goal_allocation, policy.reward
+
+    for c, p in people[:20]:
+        participant(c, p, "exact")
+    best = min(timed(lambda: [participant(c, p, "exact") for c, p in people])
+               for _ in range(3)) / participants / len(algorithms)
+    reference = timed(lambda: [participant(c, p, "mdptoolbox") for c, p in people[:30]]) / (
+        30 * len(algorithms))
+    print(f"\nlive path on the Study #2 pool ({pool.teams:,} teams; match, live team, "
+          f"policy), per algorithm: {best * 1e6:.1f} us; with pymdptoolbox "
+          f"{reference * 1e3:.2f} ms ({reference / best:,.0f} x)")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -134,46 +229,53 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reference-teams", type=int, default=200)
     parser.add_argument("--sizes", default="1e4,1e5,1e6",
                         help="pool sizes for the scaling table, e.g. 1e4,1e5,1e6,1e7")
-    parser.add_argument("--variant-teams", type=float, default=1e5,
-                        help="teams per kits / task types / humans variant")
+    parser.add_argument("--dask-teams", type=float, default=5e5)
+    parser.add_argument("--dask-workers", default="1,2,4")
+    parser.add_argument("--open-teams", type=float, default=1e6)
     parser.add_argument("--queries", type=int, default=2000)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--live", type=int, default=500, help="participants on the live path")
+    parser.add_argument("--variant-teams", type=float, default=0,
+                        help="teams per kits / task types / humans variant (0: skip)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child_build(args.child)
+        child(args.child)
         return
-    with tempfile.TemporaryDirectory() as directory:
-        path, build_seconds = full_pool(Path(directory), args.workers)
+    with tempfile.TemporaryDirectory() as folder:
+        directory = Path(folder)
+        path, build_seconds = full_pool(directory)
         print(format_summary(summarize(path)))
         print(PAPER)
+        workers = os.cpu_count() or 1
         print(f"\nfull Study #1 pool: 500,000 teams x 3 algorithms, written, in "
-              f"{build_seconds:.2f} s wall ({args.workers} threads); compute alone "
-              f"{compute_only(args.workers):.2f} s")
-        pool = Pool.load(path)
+              f"{build_seconds:.2f} s wall ({workers} threads); compute alone "
+              f"{compute_only(workers):.2f} s")
+        pool = Pool.open(path)
         per_solve, agree = reference_seconds(pool, args.reference_teams)
         solves = args.reference_teams * len(pool.spec.algorithms)
         whole = per_solve * pool.teams * len(pool.spec.algorithms)
         print(f"pymdptoolbox: {per_solve * 1e3:.2f} ms per team and algorithm "
               f"({agree}/{solves} sampled solves reach the pool's reward); the whole pool "
               f"one by one ~ {whole / 3600:.1f} h = {whole / build_seconds:,.0f} x the build")
-        print("\nmatching latency on 500,000 teams:")
-        for label, teammate in (("study1 filter", pool.spec.teammate),
-                                ("every team", TeammateFilter())):
-            median, p99, members = latency(pool, args.queries, teammate)
-            print(f"  {label:<14} {members:>9,} members: median {median * 1e3:.3f} ms, "
-                  f"p99 {p99 * 1e3:.3f} ms")
+        workers_table(directory, int(args.dask_teams),
+                      [int(n) for n in args.dask_workers.split(",")])
+        open_table(directory, int(args.open_teams), args.queries)
+        live_path(directory, args.live)
     print("\nscaling with the number of teams (fresh process each):")
     for size in (int(float(s)) for s in args.sizes.split(",")):
-        result = measure(size, args.workers)
+        result = in_child(task="build", teams=size, humans=2, kits=[8, 8])
         print(f"  {size:>12,} teams: {result['seconds']:8.2f} s, peak {result['peak_mib']:7.0f} "
               f"MiB, {result['seconds'] / size * 1e6:.2f} us/team")
-    teams = int(args.variant_teams)
+    if args.variant_teams:
+        variants(int(args.variant_teams))
+
+
+def variants(teams: int) -> None:
     print(f"\nscaling with kits, task types and humans ({teams:,} teams each):")
     for humans, kits in ((2, (8, 8)), (2, (12, 12)), (2, (16, 16)), (2, (6, 6, 6)),
                          (3, (9, 9))):
         space = state_space(humans, kits)
-        result = measure(teams, args.workers, humans, kits)
+        result = in_child(task="build", teams=teams, humans=humans, kits=list(kits))
         print(f"  humans {humans}, kits {kits!s:<10} ({space.size:>4} states, "
               f"{len(space.goals):>3} goals): {result['seconds']:7.2f} s, "
               f"peak {result['peak_mib']:6.0f} MiB")

@@ -85,6 +85,8 @@ class Team:
 
     c: np.ndarray
     p: np.ndarray
+    _goal_sums: dict[StateSpace, HumanSums] = field(default_factory=dict, init=False,
+                                                    repr=False, compare=False)
 
     def __post_init__(self) -> None:
         c, p = validate_coefficients(self.c, self.p)
@@ -104,6 +106,13 @@ class Team:
     def swapped(self, order: list[int]) -> Team:
         """The same team with its humans renumbered (``order[k]`` becomes human ``k``)."""
         return Team(self.c[order], self.p[order])
+
+    def goal_sums(self, space: StateSpace) -> HumanSums:
+        """``[h, G]`` sums over the goal states of ``space``, computed once per space (a
+        live session solves the same team for each of its conditions)."""
+        if space not in self._goal_sums:
+            self._goal_sums[space] = team_goal_sums(self.c, self.p, space)
+        return self._goal_sums[space]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ from study.model import (
     goal_major_sums,
     reward_from_sums,
     state_space,
-    team_goal_sums,
     validate_coefficients,
 )
 
@@ -47,7 +46,7 @@ def goal_rewards(space: StateSpace, algorithm: Algorithm, c: np.ndarray,
 
 def team_goal_rewards(space: StateSpace, algorithm: Algorithm, team: Team) -> np.ndarray:
     """``[G]``: one team's goal rewards, equal to its row of ``goal_rewards``."""
-    return reward_from_sums(algorithm, team_goal_sums(team.c, team.p, space))
+    return reward_from_sums(algorithm, team.goal_sums(space))
 
 
 def best_reachable(space: StateSpace, rewards: np.ndarray) -> np.ndarray:
