@@ -83,6 +83,13 @@ function row(participant) {
     order.textContent = " (" + participant.condition_order.join(" → ") + ")";
     step.append(order);
   }
+  if (participant.robots_identical) {
+    const same = document.createElement("strong");
+    same.className = "warning";
+    same.title = "Both robots follow the same plan for this participant: the sessions cannot be compared.";
+    same.textContent = " same plan for both robots";
+    step.append(same);
+  }
   tr.append(cell(participant.code, "code"), step, cell(status),
             cell(connected, participant.connections > 0 ? "online" : "offline"), cell(place),
             cell(timeLeft(current), "left"), cell(cookies), cell(history(participant), "history"),

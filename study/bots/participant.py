@@ -3,7 +3,8 @@
 Capabilities drive the cookie pace through ``study.decorator.Decorator`` (the model the
 agent teammate uses), preferences drive the theme ratings, and a behaviour says how the
 participant treats the connection: working steadily, idling, refreshing the page mid-round,
-or leaving for a while and coming back.
+or leaving for a while and coming back. The ``human`` behaviour decorates element by element
+at a person's pace instead (``study.bots.human``), reporting each element as the page does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from study.bots.client import AckLog, Connection, State
+from study.bots.human import Human
 from study.decorator import Decorator
 
 TERMINAL_STEPS = ("done", "declined", "withdrawn", "unmatched")
@@ -34,7 +36,9 @@ class Behaviour:
 
     ``pace`` scales the decorator's speed, ``read_seconds`` is spent on every page,
     ``idle`` makes no cookies, ``refresh_at`` (fraction of a round) reloads the page once a
-    round, ``away_seconds`` drops the connection mid-round for that long.
+    round, ``away_seconds`` drops the connection mid-round for that long, ``human`` places
+    every element at the pace of a person drawn from ``study.bots.human`` (capabilities
+    then come from that person's measured speed, not from the profile).
     """
 
     name: str
@@ -43,6 +47,7 @@ class Behaviour:
     idle: bool = False
     refresh_at: float | None = None
     away_seconds: float = 0.0
+    human: bool = False
 
 
 BEHAVIOURS: dict[str, Behaviour] = {
@@ -51,6 +56,7 @@ BEHAVIOURS: dict[str, Behaviour] = {
     "idle": Behaviour("idle", idle=True, read_seconds=2.0),
     "refreshing": Behaviour("refreshing", refresh_at=0.4),
     "disconnecting": Behaviour("disconnecting", refresh_at=0.3, away_seconds=3.0),
+    "human": Behaviour("human", read_seconds=1.0, human=True),
 }
 
 
@@ -122,6 +128,7 @@ class Bot:
         self.rng = np.random.default_rng(profile.seed)
         speed = tuple(s * profile.behaviour.pace for s in facts.reference_speed)
         self.decorator = Decorator(profile.capabilities, speed)
+        self.human = Human.sample(np.random.default_rng([profile.seed, 1]))
         self.outcome = Outcome(code, profile.behaviour.name)
 
     def run(self, max_seconds: float = 3600.0) -> Outcome:
@@ -223,6 +230,9 @@ class Bot:
         says so. Cookie times are counted from the round's start at the server; a cookie
         that fell due while the page was away is lost work, as it is for a person."""
         behaviour = self.profile.behaviour
+        if behaviour.human:
+            self.decorate_by_hand(current)
+            return
         seconds = current["deadline"] - current["started_at"]
         times = [] if behaviour.idle else self.decorator.cookie_times(
             current["task_type"], seconds, self.rng)
@@ -252,6 +262,20 @@ class Bot:
         if interrupt is not None and interrupt < current["deadline"]:
             self._sleep_until(interrupt)
             self.interrupt()
+
+    def decorate_by_hand(self, current: dict[str, Any]) -> None:
+        """Place the elements at the person's pace: each one a ``progress`` message with the
+        cookie as then decorated, each finished cookie a ``cookie`` message."""
+        seconds = current["deadline"] - current["started_at"]
+        for action in self.human.round_actions(current["target"], seconds, self.rng):
+            self._sleep_until(current["started_at"] + action.at)
+            if self.stop() or self.connection.server_now() >= current["deadline"]:
+                return
+            ack = self.connection.request(
+                "cookie" if action.finished else "progress",
+                {"round_id": current["id"], "content": action.content}, self.patience)
+            if action.finished and ack.get("ok"):
+                self.outcome.cookies += 1
 
     def interrupt(self) -> float:
         """Reload the page (refreshing) or go away for a while first (disconnecting);

@@ -31,6 +31,7 @@ def snapshot(storage: Any, now: float, connected: Callable[[str], int]) -> dict[
             "condition_order": json.loads(participant["condition_order"] or "null"),
             "status": status["status"], "flagged": bool(status["flagged"]),
             "note": status.get("note"), "connections": connected(participant["code"]),
+            "robots_identical": participant.get("robots_identical") == 1,
             "sessions": [_session_view(s, rounds.get(s["id"], []), allocations)
                          for s in sessions.get(participant["id"], [])],
         })

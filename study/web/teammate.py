@@ -8,7 +8,9 @@ index), so the policies the robot follows are those the pool's simulation studie
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from typing import Protocol as Interface
@@ -37,6 +39,8 @@ class TeammateSource(Interface):
 
     def match(self, c: np.ndarray, p: np.ndarray) -> TeammateMatch: ...
 
+    def ranked(self, c: np.ndarray, p: np.ndarray) -> Iterator[TeammateMatch]: ...
+
     @property
     def fea_bounds(self) -> tuple[float, float] | None: ...
 
@@ -59,9 +63,45 @@ class PoolTeammates:
     def match(self, c: np.ndarray, p: np.ndarray) -> TeammateMatch:
         return self.pool.match(c, p)
 
+    @cached_property
+    def _members(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Pool rows, member (human index) and ``[c..., p...]`` of every member the
+        protocol's teammate filter admits."""
+        role = self.pool.spec.teammate.role
+        teams = np.flatnonzero(self.pool.eligible())
+        if role == "any":
+            teams, members = np.repeat(teams, 2), np.tile(np.array([0, 1]), len(teams))
+        else:
+            top = self.pool.column("most_capable_human")[teams].astype(np.intp)
+            members = top if role == "most-capable" else 1 - top
+        c, p = self.pool.coefficients
+        return teams, members, np.concatenate([c[teams, members], p[teams, members]], axis=1)
+
+    def ranked(self, c: np.ndarray, p: np.ndarray) -> Iterator[TeammateMatch]:
+        """Every admitted member, nearest to the participant first (ties to the lowest
+        team, then the lowest human): the candidates after the nearest one."""
+        teams, members, vectors = self._members
+        distances = np.sqrt(((vectors - np.concatenate([c, p])) ** 2).sum(axis=1))
+        pool_c, pool_p = self.pool.coefficients
+        for k in np.lexsort((members, teams, distances)):
+            team, other = int(teams[k]), 1 - int(members[k])
+            yield RankedMatch(team, int(members[k]), pool_c[team, other].copy(),
+                              pool_p[team, other].copy(), float(distances[k]))
+
     @property
     def fea_bounds(self) -> tuple[float, float] | None:
         return self.pool.fea_bounds
+
+
+@dataclass(frozen=True)
+class RankedMatch:
+    """One candidate teammate (``TeammateMatch``) from ``PoolTeammates.ranked``."""
+
+    team_index: int
+    participant_human: int
+    teammate_c: np.ndarray
+    teammate_p: np.ndarray
+    distance: float
 
 
 def live_team(match: TeammateMatch, c: np.ndarray, p: np.ndarray) -> Team:

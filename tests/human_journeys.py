@@ -1,0 +1,176 @@
+"""Simulated people at human pace through the real journey code, in process.
+
+Each person (``study.bots.human``) consents, rates the themes and plays the four practice
+rounds: every element placed is a ``progress`` message and every finished cookie a
+``cookie`` message to ``Journey.handle``, at the times the model gives, on an injected
+clock; ``tick`` closes the rounds. The team is then formed as in a live study, so the
+measured coefficients and both robots' plans are the ones a real run would store.
+
+    .venv/bin/python tests/human_journeys.py [--participants 400] [--seed 1]
+
+prints, per shipped protocol, how often the two robots' plans (and goals) differ and the
+share of measured coefficients in the paper's ranges (``docs/human-model.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from study.bots.human import OBSERVED_RANGES, Human, share_in_ranges
+from study.protocol import load_protocol
+from study.storage import Storage
+from study.web.journey import Journey
+from study.web.teammate import PoolTeammates
+
+ROOT = Path(__file__).resolve().parents[1]
+PROTOCOLS = ROOT / "protocols"
+START = 1_750_000_000.0
+_ids = itertools.count()
+
+
+class Clock:
+    """Time that moves only when the simulation says so."""
+
+    def __init__(self, now: float = START) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass(frozen=True)
+class Person:
+    """What the study stored for one simulated person."""
+
+    code: str
+    capabilities: tuple[float, ...]
+    plans: tuple[str, ...]
+    goals: tuple[str, ...]
+    robots_identical: int | None
+    distance: float | None
+    skipped: int | None
+
+    @property
+    def nearest_differs(self) -> bool:
+        """Whether the robots differed with the nearest pool member already."""
+        return self.skipped == 0 and self.plans_differ
+
+    @property
+    def plans_differ(self) -> bool:
+        return len(set(self.plans)) > 1
+
+    @property
+    def goals_differ(self) -> bool:
+        return len(set(self.goals)) > 1
+
+
+class HumanJourneys:
+    """One study run (protocol, database, pool, clock) driven by simulated people."""
+
+    def __init__(self, protocol_path: Path, directory: Path, pools: Path,
+                 teammates: Any = None) -> None:
+        self.protocol = load_protocol(protocol_path)
+        self.storage = Storage(directory / f"{self.protocol.name}.sqlite")
+        self.storage.db.execute("PRAGMA synchronous=OFF")  # a simulation, not a study
+        self.clock = Clock()
+        self.teammates = teammates or PoolTeammates.for_protocol(self.protocol, pools)
+        self.journey = Journey(self.protocol, self.storage, self.teammates, self.clock)
+
+    def send(self, code: str, event: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return self.journey.handle(event, code, {"msg_id": f"sim-{next(_ids):010d}",
+                                                 **payload})
+
+    def submit(self, code: str, step: str, data: dict[str, Any] | None = None) -> None:
+        reply = self.send(code, "submit", {"step": step, "data": data or {}})
+        assert reply["ok"], reply
+
+    def person(self, code: str, human: Human, rng: np.random.Generator) -> Person:
+        """Consent, ratings and practice; what the study stored about the person."""
+        self.journey.enrol(code)
+        self.submit(code, "consent", {"agree": True})
+        self.submit(code, "themes")
+        points = self.protocol.preference_scale.points
+        self.submit(code, "preferences", {"ratings": {
+            theme.id: int(rng.integers(1, points + 1)) for theme in self.protocol.themes}})
+        for number in range(1, len(self.protocol.practice) + 1):
+            self.play_round(code, number, human, rng)
+        return self.stored(code)
+
+    def play_round(self, code: str, number: int, human: Human,
+                   rng: np.random.Generator) -> None:
+        reply = self.send(code, "start_round", {"round": number})
+        assert reply["ok"], reply
+        current = reply["state"]["round"]
+        seconds = current["deadline"] - current["started_at"]
+        for action in human.round_actions(current["target"], seconds, rng):
+            self.clock.now = current["started_at"] + action.at
+            event = "cookie" if action.finished else "progress"
+            self.send(code, event, {"round_id": current["id"], "content": action.content})
+        self.clock.now = current["deadline"]
+        self.journey.tick(self.clock.now)
+
+    def stored(self, code: str) -> Person:
+        participant = self.storage.participant(code)
+        assert participant is not None
+        pid = participant["id"]
+        capabilities = self.storage.all(
+            "SELECT value FROM measurements WHERE participant_id = ? AND kind = 'capability' "
+            "ORDER BY task_type", (pid,))
+        sessions = self.storage.all(
+            "SELECT plan, goal FROM sessions WHERE participant_id = ? AND number > 0 "
+            "ORDER BY number", (pid,))
+        teammate = self.storage.one("SELECT distance, skipped FROM teammates "
+                                    "WHERE participant_id = ?", (pid,)) or {}
+        return Person(code, tuple(row["value"] for row in capabilities),
+                      tuple(row["plan"] for row in sessions),
+                      tuple(row["goal"] for row in sessions), participant["robots_identical"],
+                      teammate.get("distance"), teammate.get("skipped"))
+
+    def run(self, people: int, seed: int) -> list[Person]:
+        rng = np.random.default_rng(seed)
+        return [self.person(f"human{index:05d}", Human.sample(rng), rng)
+                for index in range(people)]
+
+
+def summary(name: str, people: list[Person]) -> str:
+    matched = [p for p in people if p.plans]
+    values = np.array([p.capabilities for p in matched])
+    plans = np.mean([p.plans_differ for p in matched])
+    goals = np.mean([p.goals_differ for p in matched])
+    nearest = np.mean([p.nearest_differs for p in matched])
+    skipped = [p for p in matched if p.skipped]
+    return (f"| {name} | {len(people)} | {len(matched)} | {nearest:.1%} | {plans:.1%} | "
+            f"{goals:.1%} | {np.mean([p.distance for p in matched]):.3f} | "
+            f"{np.median([p.skipped for p in skipped]) if skipped else 0:g} | "
+            f"{share_in_ranges(values):.1%} | "
+            f"{np.median(values[:, 0]):.2f} / {np.median(values[:, 1]):.2f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="robots' plans at human pace, in process")
+    parser.add_argument("--participants", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pools", type=Path, default=ROOT / "var" / "pools")
+    args = parser.parse_args()
+    print(f"{args.participants} simulated people per protocol, seed {args.seed}; "
+          f"observed ranges {json.dumps(OBSERVED_RANGES)}\n")
+    print("| protocol | people | matched | plans differ with the nearest member | plans "
+          "differ | goals differ | mean d | median members skipped (when any) | coefficients "
+          "in both ranges | median c squares / letters |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as directory:
+        for name in ("demo", "study1", "study2"):
+            run = HumanJourneys(PROTOCOLS / f"{name}.toml", Path(directory), args.pools)
+            print(summary(name, run.run(args.participants, args.seed)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The human decorating-speed model: grounded times, spread, and the calibrated protocols."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from study.bots.human import (
+    DRAGGING,
+    OBSERVED_RANGES,
+    POINTING,
+    Human,
+    calibrated_reference,
+    coefficients,
+    measured_speed,
+    population_speeds,
+    share_in_ranges,
+)
+from study.protocol import load_protocol
+from study.web.progress import placement
+from study.web.rounds import target
+from study.web.targets import letters_target, matches, squares_target
+
+PROTOCOLS = Path(__file__).resolve().parents[1] / "protocols"
+LETTERS, SQUARES = letters_target("GO STEELERS"), squares_target("BR")
+
+
+def test_fitts_law_uses_the_published_mouse_coefficients():
+    assert POINTING.seconds(256, 16) == pytest.approx(-0.107 + 0.223 * np.log2(17))
+    assert DRAGGING.seconds(256, 16) == pytest.approx(0.135 + 0.249 * np.log2(17))
+    assert DRAGGING.seconds(256, 16) > POINTING.seconds(256, 16), "dragging is slower"
+    assert POINTING.seconds(10, 1000) == 0.0, "never a negative time"
+
+
+def test_a_letter_takes_longer_than_a_box_and_every_trial_varies():
+    person, rng = Human(), np.random.default_rng(0)
+    letters = [person.letter_seconds(10, rng) for _ in range(2000)]
+    boxes = [person.click_seconds(46, 42, rng) for _ in range(2000)]
+    assert np.mean(letters) > 2 * np.mean(boxes)
+    assert 0.2 < np.std(letters) / np.mean(letters) < 0.4
+    assert 1.0 < np.mean(letters) < 2.5 and 0.25 < np.mean(boxes) < 0.6
+
+
+def test_people_differ_from_each_other():
+    rng = np.random.default_rng(1)
+    paces = np.array([Human.sample(rng).pace for _ in range(4000)])
+    assert np.mean(paces) == pytest.approx(1.0, abs=0.02)
+    assert 0.10 < np.std(np.log(paces)) < 0.16
+    low, high = np.percentile(paces, [5, 95])
+    assert 1.3 < high / low < 1.7
+
+
+@pytest.mark.parametrize("cookie", [LETTERS, SQUARES], ids=["letters", "squares"])
+def test_a_round_is_what_the_server_would_accept(cookie):
+    actions = Human(slip=0.2).round_actions(cookie, 60.0, np.random.default_rng(2))
+    assert [a.at for a in actions] == sorted(a.at for a in actions) and actions[-1].at < 60
+    finished = [a for a in actions if a.finished]
+    assert finished and all(matches(cookie, a.content) for a in finished)
+    slips = 0
+    for action in actions:
+        checked = placement(cookie, action.content)
+        assert (checked.correct, checked.fraction) == (action.correct,
+                                                       pytest.approx(action.fraction))
+        slips += checked.correct < checked.placed
+    assert slips > 0, "some elements go wrong and are taken off again"
+
+
+def test_the_measure_counts_the_unfinished_cookie_by_its_fraction():
+    actions = Human().round_actions(LETTERS, 30.0, np.random.default_rng(3))
+    cut = next(a for a in actions if not a.finished and a.correct >= 3).at
+    done = [a for a in actions if a.at <= cut]
+    expected = (sum(a.finished for a in done) + done[-1].correct / 10) / cut
+    assert measured_speed(actions, cut) == pytest.approx(expected)
+
+
+def test_a_short_round_measures_the_same_speed_as_a_long_one():
+    speeds = population_speeds([SQUARES, LETTERS], 15.0, 600, seed=4)
+    longer = population_speeds([SQUARES, LETTERS], 30.0, 600, seed=4)
+    assert np.mean(speeds, axis=0) == pytest.approx(np.mean(longer, axis=0), rel=0.08)
+
+
+@pytest.mark.parametrize("name", ["demo", "study1", "study2"])
+def test_the_shipped_reference_speeds_measure_people_in_the_papers_ranges(name):
+    protocol = load_protocol(PROTOCOLS / f"{name}.toml")
+    targets = [target(protocol, task_type) for task_type in range(2)]
+    speeds = population_speeds(targets, protocol.practice_seconds, 1500, seed=5)
+    shipped = tuple(cookie.reference_speed for cookie in protocol.cookies)
+    for task_type, (low, high) in enumerate(OBSERVED_RANGES):
+        assert shipped[task_type] == pytest.approx(
+            calibrated_reference(speeds[:, task_type], low, high), rel=0.05)
+    values = coefficients(speeds, shipped)
+    assert share_in_ranges(values) >= 0.7, "most people measure in the paper's ranges"
+    typical = np.median(values, axis=0)
+    assert OBSERVED_RANGES[0][0] < typical[0] < OBSERVED_RANGES[0][1]
+    assert OBSERVED_RANGES[1][0] < typical[1] < 0.99
