@@ -136,15 +136,15 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         participant: dict[str, Any] | None = None
         msg_id = payload.get("msg_id") if isinstance(payload, dict) else None
         try:
-            with self.storage.event() as db:
+            with self.storage.event():
                 participant = self.storage.participant(code) if code else None
                 if participant is None:
                     raise Rejected("not-joined", "send join with a participant code first")
                 self.admission.check(participant, event, payload)  # size, rate, holds
                 msg_id = self._check_message(participant, payload)
                 now = self.clock()
-                db["messages"].insert({"participant_id": participant["id"],
-                                       "msg_id": msg_id, "event": event, "at": now})
+                self.storage.insert("messages", {"participant_id": participant["id"],
+                                                 "msg_id": msg_id, "event": event, "at": now})
                 self.handlers[event](participant, payload, now)
         except Rejected as rejection:
             reply = self._refuse(participant, event, msg_id, rejection, payload)
