@@ -1,98 +1,258 @@
-"""Load: N concurrent bot participants against one ``study serve`` process on loopback.
+"""Load: 1, 2 and 4 server processes against 250, 500 and 1,000 participants at once, on
+this machine, bots included.
 
-    python -m benchmarks.load [--participants 100] [--round-seconds 6] [--practice-seconds 3]
+    python -m benchmarks.load            # the whole matrix (about 20 minutes)
+    python -m benchmarks.load --quick    # a smaller one (about 5 minutes)
 
-Reports the latency from a cookie being sent to its acknowledgement (target: p95 <= 50 ms),
-how far round closings drift from their deadlines (target: within 100 ms), and how many
-acknowledged messages are missing from the database (must be 0). The server runs the demo
-protocol with shorter rounds and faster reference speeds, so every bot decorates a cookie
-every second or so; the database and the pool live in a temporary directory.
+Every configuration is a fresh ``study serve PROTOCOL --workers N`` (gunicorn with gevent;
+several behind HAProxy with Redis) on a fresh database, and light bots
+(``study.bots.light``) that keep N participants in the study: they arrive evenly over the
+ramp, take the demo study's steps at a person's pace (pages read for seconds, every element
+of a cookie placed at the human timing model's pace and reported as ``progress``, finished
+cookies sent as acknowledged ``cookie`` messages), and a slot whose participant finished
+takes a new one. After the ramp and a settling pause, a window of steady state is measured:
+
+- cookie ack p50/p95/p99: from sending a cookie to its acknowledgement, at the bot;
+- round-closing drift p95/max: ``closed_at - deadline`` of the rounds closed by the
+  scheduler (``close_reason = 'deadline'``) whose deadline fell in the window;
+- messages per second: client messages the server stored in the window;
+- CPU per message: the server's processes (gunicorn, HAProxy, Redis) CPU time in the window
+  over those messages; the server's and the bots' CPU share of the machine;
+- acknowledged but missing: acknowledged messages the database lacks (whole run);
+- lock errors: "database is locked" in the server's log (whole run).
+
+The ``fast`` rows are a stress figure: bots that finish a cookie about every second on a
+quick variant of the protocol (6 s rounds), far beyond a person's pace.
+Goal: 1,000 participants with ack p95 <= 50 ms, drift p95 <= 50 ms and max <= 250 ms,
+0 acknowledged missing, 0 lock errors.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import os
+import sqlite3
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import psutil
 
-from study.bots import BEHAVIOURS, StudyFacts, bot_codes, profile_for, run_swarm
-from study.bots.audit import closing_drift, missing_acknowledged
+from study.bots.audit import missing_acknowledged
+from study.bots.light import FAST, HUMAN, SwarmPlan, SwarmReport, run_light_swarm
+from study.bots.participant import StudyFacts
 from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol import load_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
-MIX = ("fast", "fast", "fast", "slow", "refreshing")
+CORES = psutil.cpu_count() or 1
+GOAL_ACK_P95, GOAL_DRIFT_P95, GOAL_DRIFT_MAX = 0.050, 0.050, 0.250
+SETTLE_SECONDS = 5.0  # after the last arrival, before the window opens
+SPAWN_SECONDS = 4.0  # for the swarm's processes to start before the first arrival
 
 
-def percentiles(values: np.ndarray, scale: float = 1000.0) -> str:
-    if not len(values):
-        return "none"
-    p50, p95, p99, top = np.percentile(values * scale, [50, 95, 99, 100])
-    return f"p50 {p50:7.1f}  p95 {p95:7.1f}  p99 {p99:7.1f}  max {top:7.1f}  (n={len(values)})"
+@dataclass(frozen=True)
+class Config:
+    pace: str  # "human" or "fast"
+    workers: int
+    participants: int
+
+
+@dataclass
+class CpuSample:
+    """CPU seconds used so far by the server's processes and by the whole machine."""
+
+    server: float
+    busy: float
+
+    @classmethod
+    def now(cls, group: int) -> CpuSample:
+        server = 0.0
+        for process in psutil.process_iter():
+            try:
+                if os.getpgid(process.pid) == group:
+                    times = process.cpu_times()
+                    server += times.user + times.system
+            except (psutil.Error, ProcessLookupError):
+                continue
+        machine = psutil.cpu_times()
+        return cls(server, sum(machine) - machine.idle - getattr(machine, "iowait", 0.0))
+
+
+@dataclass
+class Row:
+    """One configuration's figures."""
+
+    config: Config
+    cookie_ms: np.ndarray  # p50, p95, p99
+    cookies: int
+    drift_ms: np.ndarray  # p95, max
+    closings: int
+    messages_per_second: float
+    cpu_ms_per_message: float
+    server_share: float
+    swarm_share: float
+    machine_share: float
+    lag_p95_ms: float
+    missing: int
+    lock_errors: int
+    bot_errors: int
+    resent: int
+
+    def goal_met(self) -> bool:
+        return bool(self.cookies and self.closings
+                    and self.cookie_ms[1] <= GOAL_ACK_P95 * 1000
+                    and self.drift_ms[0] <= GOAL_DRIFT_P95 * 1000
+                    and self.drift_ms[1] <= GOAL_DRIFT_MAX * 1000
+                    and self.missing == 0 and self.lock_errors == 0)
+
+    def markdown(self) -> str:
+        c, d = self.cookie_ms, self.drift_ms
+        return (f"| {self.config.pace} | {self.config.workers} | {self.config.participants} | "
+                f"{c[0]:.0f} / {c[1]:.0f} / {c[2]:.0f} ({self.cookies}) | "
+                f"{d[0]:.0f} / {d[1]:.0f} ({self.closings}) | {self.messages_per_second:.0f} | "
+                f"{self.cpu_ms_per_message:.2f} | {self.server_share:.0%} | "
+                f"{self.swarm_share:.0%} | {self.machine_share:.0%} | {self.lag_p95_ms:.0f} | "
+                f"{self.missing} | {self.lock_errors} | {self.bot_errors} | "
+                f"{'yes' if self.goal_met() else 'no'} |")
+
+
+HEADER = ("| pace | workers | participants | cookie ack p50 / p95 / p99 ms (cookies) | "
+          "closing drift p95 / max ms (closings) | messages/s | server CPU ms/message | "
+          "server CPU | bots CPU | machine busy | bots' loop lag p95 ms | "
+          "acknowledged missing | lock errors | bot errors | goal |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def protocol_for(pace: str, directory: Path) -> Path:
+    """The demo protocol as shipped (15 s rounds, a person's pace) or, for the stress
+    rows, with 6 s rounds and speeds that make a bot finish a cookie about every second."""
+    if pace == "human":
+        return ROOT / "protocols" / "demo.toml"
+    return quick_protocol(ROOT / "protocols" / "demo.toml", directory / "fast.toml",
+                          round_seconds=6.0, practice_seconds=3.0,
+                          reference_speed=(1.5, 1.0), min_cookie_seconds=0.3)
+
+
+def swarm_processes(participants: int, requested: int) -> int:
+    return requested or (1 if participants <= 250 else 2)
+
+
+def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row:
+    directory.mkdir(parents=True, exist_ok=True)
+    protocol = protocol_for(config.pace, directory)
+    db, log = directory / "load.sqlite", directory / "serve.log"
+    server = ServeProcess(protocol, db, args.pools, log,
+                          extra=("--workers", str(config.workers)))
+    server.start(timeout=180)
+    start = time.time() + SPAWN_SECONDS
+    measure_from = start + args.ramp + SETTLE_SECONDS
+    plan = SwarmPlan(server.url, config.participants, start, args.ramp, measure_from,
+                     measure_from + args.steady, pace=HUMAN if config.pace == "human" else FAST,
+                     facts=StudyFacts.from_protocol(load_protocol(protocol)), seed=args.seed,
+                     prefix=f"{config.pace[0]}{config.workers}w")
+    samples: list[CpuSample] = []
+    sampler = threading.Thread(target=_sample_at, daemon=True,
+                               args=(server.process.pid, [plan.measure_from, plan.end], samples))
+    try:
+        sampler.start()
+        report = run_light_swarm(plan, swarm_processes(config.participants, args.swarm_processes))
+        sampler.join(timeout=30)
+        time.sleep(1.0)  # the last rounds of the window close
+    finally:
+        server.stop()
+    return summarise(config, plan, report, samples, db, server.output())
+
+
+def _sample_at(group: int, moments: list[float], samples: list[CpuSample]) -> None:
+    for moment in moments:
+        time.sleep(max(0.0, moment - time.time()))
+        samples.append(CpuSample.now(group))
+
+
+def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
+              samples: list[CpuSample], db: Path, server_log: str) -> Row:
+    window = plan.end - plan.measure_from
+    in_window = [a for a in report.acked if a.event == "cookie" and not a.duplicate
+                 and plan.measure_from <= a.sent_at <= plan.end]
+    cookie = np.array([a.latency for a in in_window]) * 1000
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        drift = np.array([d for (d,) in connection.execute(
+            "SELECT closed_at - deadline FROM rounds WHERE close_reason = 'deadline' AND "
+            "deadline BETWEEN ? AND ?", (plan.measure_from, plan.end))]) * 1000
+        (messages,) = connection.execute("SELECT count(*) FROM messages WHERE at BETWEEN ? "
+                                         "AND ?", (plan.measure_from, plan.end)).fetchone()
+    server_cpu = samples[1].server - samples[0].server if len(samples) == 2 else float("nan")
+    busy = samples[1].busy - samples[0].busy if len(samples) == 2 else float("nan")
+    return Row(config,
+               np.percentile(cookie, [50, 95, 99]) if len(cookie) else np.full(3, np.nan),
+               len(cookie),
+               np.array([np.percentile(drift, 95), drift.max()]) if len(drift)
+               else np.full(2, np.nan), len(drift),
+               messages / window, 1000 * server_cpu / max(messages, 1),
+               server_cpu / (window * CORES), report.cpu_seconds / (window * CORES),
+               busy / (window * CORES),
+               float(np.percentile(report.lag, 95) * 1000) if len(report.lag) else float("nan"),
+               len(missing_acknowledged(db, report.log)),
+               server_log.count("database is locked"), sum(report.tally.errors.values()),
+               report.tally.resent)
+
+
+def matrix(args: argparse.Namespace) -> list[Config]:
+    configs = [Config("human", w, n) for w in args.workers for n in args.participants]
+    return configs + [Config("fast", w, n) for w in args.fast_workers
+                      for n in args.fast_participants]
+
+
+def numbers(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--participants", type=int, default=100)
-    parser.add_argument("--round-seconds", type=float, default=6.0)
-    parser.add_argument("--practice-seconds", type=float, default=3.0)
-    parser.add_argument("--stagger", type=float, default=0.05,
-                        help="seconds between two bots' arrivals")
-    parser.add_argument("--max-seconds", type=float, default=600.0)
-    parser.add_argument("--behaviours", default=",".join(MIX),
-                        help=f"cycled over the bots ({', '.join(BEHAVIOURS)})")
+    parser.add_argument("--quick", action="store_true",
+                        help="1 and 2 workers at 100 and 250 participants, 40 s windows")
+    parser.add_argument("--workers", type=numbers, default=[1, 2, 4])
+    parser.add_argument("--participants", type=numbers, default=[250, 500, 1000])
+    parser.add_argument("--fast-workers", type=numbers, default=[1, 4])
+    parser.add_argument("--fast-participants", type=numbers, default=[250])
+    parser.add_argument("--ramp", type=float, default=30.0,
+                        help="seconds over which the participants arrive")
+    parser.add_argument("--steady", type=float, default=60.0,
+                        help="seconds of steady state measured after the ramp")
+    parser.add_argument("--swarm-processes", type=int, default=0,
+                        help="event-loop processes for the bots (default: 1 up to 250 "
+                             "participants, else 2)")
+    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
-                        help="keep the database, protocol and server log in DIR")
+                        help="keep every configuration's database and server log in DIR")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.workers, args.participants = [1, 2], [100, 250]
+        args.fast_workers, args.fast_participants = [2], [100]
+        args.ramp, args.steady = min(args.ramp, 15.0), min(args.steady, 40.0)
+    rows = []
     with tempfile.TemporaryDirectory(prefix="study-load-") as scratch:
-        tmp = args.keep or Path(scratch)
-        tmp.mkdir(parents=True, exist_ok=True)
-        protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp / "load.toml",
-                                  round_seconds=args.round_seconds,
-                                  practice_seconds=args.practice_seconds,
-                                  reference_speed=(1.5, 1.0), min_cookie_seconds=0.3)
-        server = ServeProcess(protocol, tmp / "load.sqlite", tmp / "pools", tmp / "serve.log")
-        server.start(timeout=120)
-        try:
-            names = list(itertools.islice(itertools.cycle(args.behaviours.split(",")),
-                                          args.participants))
-            codes = bot_codes(args.participants, prefix="load")
-            result = run_swarm(server.url, codes,
-                               [profile_for(i, name, seed=1) for i, name in enumerate(names)],
-                               facts=StudyFacts.from_protocol(load_protocol(protocol)),
-                               max_seconds=args.max_seconds, stagger=args.stagger)
-        finally:
-            server.stop()
-        report(result, tmp / "load.sqlite", codes, args)
-        missing = missing_acknowledged(tmp / "load.sqlite", result.log)
-    return 0 if not missing and all(o.error is None for o in result.outcomes) else 1
-
-
-def report(result, db: Path, codes: list[str], args: argparse.Namespace) -> None:
-    latencies = result.latencies("cookie")
-    drift = closing_drift(db, codes)
-    missing = missing_acknowledged(db, result.log)
-    print(f"{args.participants} bots ({args.behaviours}), rounds {args.round_seconds:g} s, "
-          f"practice {args.practice_seconds:g} s, one server process, "
-          f"{time.strftime('%Y-%m-%d %H:%M')}")
-    print(result.summary())
-    print(f"cookie sent -> ack, ms      {percentiles(latencies)}")
-    print(f"all messages -> ack, ms     "
-          f"{percentiles(np.array([a.latency for a in result.log.acked]))}")
-    print(f"round closing - deadline, ms {percentiles(drift)}")
-    within = float(np.mean(np.abs(drift) <= 0.1)) if len(drift) else float("nan")
-    print(f"closings within 100 ms: {within:.1%}")
-    print(f"acknowledged but missing from the database: {len(missing)}")
-    p95 = float(np.percentile(latencies, 95) * 1000) if len(latencies) else float("nan")
-    print(f"targets: cookie ack p95 <= 50 ms: {'met' if p95 <= 50 else 'MISSED'}; "
-          f"closing drift <= 100 ms: {'met' if within == 1.0 else 'MISSED'}; "
-          f"missing == 0: {'met' if not missing else 'MISSED'}")
+        base = args.keep or Path(scratch)
+        args.pools = base / "pools"
+        print(f"{time.strftime('%Y-%m-%d %H:%M')}, {CORES} cores, load average before "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; ramp {args.ramp:g} s, "
+              f"window {args.steady:g} s", flush=True)
+        for config in matrix(args):
+            name = f"{config.pace}-{config.workers}w-{config.participants}"
+            row = run_config(config, args, base / name)
+            rows.append(row)
+            print(f"{name}: {row.markdown()}", flush=True)
+    print(f"\nload average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
+    print(HEADER)
+    for row in rows:
+        print(row.markdown())
+    return 0 if all(r.missing == 0 and r.lock_errors == 0 for r in rows) else 1
 
 
 if __name__ == "__main__":
