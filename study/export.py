@@ -90,6 +90,11 @@ CODEBOOK: tuple[Table, ...] = (
         Column("robots_identical", "INTEGER", "whether the two robots' plans for this "
                "participant were the same round by round (the manipulation failed; shown in "
                "the console)", allowed="0, 1, empty before the teammate was chosen"),
+        Column("recruitment_id", "TEXT", "the recruitment platform's participant id (the "
+               "protocol's id_parameter); erased by a withdrawal or a declined consent",
+               allowed="unique or empty"),
+        Column("origin", "TEXT", "how the participant was enrolled",
+               allowed="console, open, recruitment"),
     )),
     Table("steps", "one step reached by a participant (the journey's event log)", (
         _id(), _fk("participant_id", "participants"),
@@ -264,9 +269,24 @@ CODEBOOK: tuple[Table, ...] = (
                allowed="not-joined, unknown-participant, bad-code, malformed, missing-msg-id, "
                        "duplicate, out-of-order, invalid-answer, round-closed, wrong-cookie, "
                        "too-fast, finished, and the limits of the deployment"),
-        Column("detail", "TEXT", "human-readable detail"),
-        Column("payload", "TEXT (JSON)", "the payload as received, truncated", units="<= 2 kB"),
+        Column("detail", "TEXT", "human-readable detail", units="<= 256 characters"),
+        Column("payload", "TEXT (JSON)", "the payload as received, truncated",
+               units="<= 256 characters"),
         _at(),
+    )),
+    Table("rejection_counts", "refusals of one participant for one reason beyond the first 5 "
+          "(which are in rejections)", (
+        _id(), _fk("participant_id", "participants"),
+        Column("reason", "TEXT", "short refusal code, as in rejections"),
+        Column("count", "INTEGER", "how many further refusals"),
+        _at("last_at", "the latest of them"),
+    )),
+    Table("bindings", "the browser a participant code is bound to (a code is not a key)", (
+        _id(), _fk("participant_id", "participants"),
+        Column("browser", "TEXT", "SHA-256 of the browser's secret cookie",
+               allowed="64 hex digits"),
+        _at("bound_at", "when this browser took the code"),
+        _at("seen_at", "its latest join"),
     )),
     Table("console_status", "one participant the experimenter paused, aborted, flagged or "
           "annotated in the console", (
@@ -285,7 +305,7 @@ CODEBOOK: tuple[Table, ...] = (
         _at("at", "when it was done"),
         Column("action", "TEXT", "what was done",
                allowed="login, login-failed, logout, create-links, pause, resume, abort, flag, "
-                       "unflag, note, export"),
+                       "unflag, note, export, withdraw, release (a code freed from its browser)"),
         Column("participant_id", "INTEGER", "the participant concerned, if any (a withdrawal "
                "erases that participant's rows here too)", allowed="participants.id or empty"),
         Column("code", "TEXT", "that participant's code, if any"),
@@ -313,6 +333,17 @@ CODEBOOK: tuple[Table, ...] = (
         Column("process", "TEXT", "processes.id of the process serving it"),
         Column("code", "TEXT", "the participant code it joined as"),
         _at("at", "when it joined"),
+    )),
+    Table("counters", "a server metric shared by the processes (no participant data)", (
+        Column("name", "TEXT", "the metric (primary key)", allowed="unjoined-messages"),
+        Column("count", "INTEGER", "its total"),
+        _at("at", "its latest addition"),
+    )),
+    Table("console_sessions", "one logged-in experimenter console (logout deletes it)", (
+        Column("id", "TEXT", "SHA-256 of the session's secret (primary key)"),
+        _at("created_at", "the login"),
+        _at("seen_at", "the latest console request"),
+        Column("remote_addr", "TEXT", "address of the login"),
     )),
     Table("server_runs", "one start of the study server (the conditions data were collected "
           "under)", (
@@ -485,8 +516,12 @@ class Export:
 
 
 def build_export(db_path: Path) -> Export:
-    """Every table as CSV and Parquet, the codebook (CSV and Markdown) and the metadata."""
+    """Every table as CSV and Parquet, the codebook (CSV and Markdown) and the metadata.
+
+    All tables are read in one read transaction: the export is one snapshot of a running
+    study (WAL lets the study write meanwhile), so its rows agree with each other."""
     connection = connect_read_only(Path(db_path))
+    connection.execute("BEGIN")
     try:
         tables = documented_schema(connection)
         files: dict[str, bytes] = {}
@@ -500,6 +535,7 @@ def build_export(db_path: Path) -> Export:
         files["codebook.md"] = codebook_markdown(tables).encode()
         files.update(metadata_files(connection))
     finally:
+        connection.rollback()
         connection.close()
     return Export(files, rows, undocumented(tables))
 

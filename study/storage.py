@@ -12,6 +12,7 @@ import contextlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         {"id": INT, "code": TEXT, "protocol": TEXT, "created_at": REAL, "step": TEXT,
          "condition_order": TEXT, "external_ids": TEXT, "consent": TEXT, "consent_at": REAL,
          "data_consent": TEXT, "finished_at": REAL, "withdrawn_at": REAL,
-         "robots_identical": INT},
+         "robots_identical": INT, "recruitment_id": TEXT, "origin": TEXT},
         {"code", "protocol", "created_at", "step"}, [], [["code"]]),
     "steps": (
         {"id": INT, "participant_id": INT, "step": TEXT, "at": REAL},
@@ -100,6 +101,14 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         {"id": INT, "participant_id": INT, "event": TEXT, "msg_id": TEXT, "reason": TEXT,
          "detail": TEXT, "payload": TEXT, "at": REAL},
         {"event", "reason", "at"}, [("participant_id", "participants")], []),
+    "rejection_counts": (
+        {"id": INT, "participant_id": INT, "reason": TEXT, "count": INT, "last_at": REAL},
+        {"participant_id", "reason", "count", "last_at"}, [("participant_id", "participants")],
+        [["participant_id", "reason"]]),
+    "bindings": (
+        {"id": INT, "participant_id": INT, "browser": TEXT, "bound_at": REAL, "seen_at": REAL},
+        {"participant_id", "browser", "bound_at", "seen_at"},
+        [("participant_id", "participants")], [["participant_id"]]),
 }
 
 # Tables of the server processes sharing the database (no participant data): which are
@@ -109,15 +118,33 @@ SERVER_SCHEMA: dict[str, tuple[dict[str, type], str]] = {
                    "last_seen": REAL}, "id"),
     "leases": ({"name": TEXT, "holder": TEXT, "expires_at": REAL, "renewed_at": REAL}, "name"),
     "connections": ({"sid": TEXT, "process": TEXT, "code": TEXT, "at": REAL}, "sid"),
+    "counters": ({"name": TEXT, "count": INT, "at": REAL}, "name"),
+    "console_sessions": ({"id": TEXT, "created_at": REAL, "seen_at": REAL,
+                          "remote_addr": TEXT}, "id"),
 }
 
 # Tables holding a participant's data, children before parents (deletion order).
 PARTICIPANT_TABLES = ("cookies", "progress", "allocations", "measurements", "answers",
-                      "rounds", "teammates", "sessions", "steps", "messages", "rejections")
+                      "rounds", "teammates", "sessions", "steps", "messages", "rejections",
+                      "rejection_counts", "bindings")
+# A refused message's payload is kept up to this many bytes, and only for the first few
+# refusals of a participant for one reason; the rest are counted (``rejection_counts``).
+REJECTION_PAYLOAD_BYTES = 256
+REJECTIONS_KEPT = 5
 
 
 def to_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
+
+
+def _capped_json(payload: Any) -> str:
+    """The payload as JSON (or its repr), cut to ``REJECTION_PAYLOAD_BYTES`` characters;
+    a payload too deep to serialise is named as such."""
+    try:
+        text = to_json(payload)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(payload) if not isinstance(payload, dict | list) else "<too deep>"
+    return text[:REJECTION_PAYLOAD_BYTES]
 
 
 def _quoted(identifier: str) -> str:
@@ -148,6 +175,11 @@ class Storage:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA foreign_keys=ON")
+        # Deleted rows are overwritten, not just unlinked: a withdrawal leaves no trace in
+        # the file (whatever the SQLite build's default); see ``checkpoint``.
+        self.db.execute("PRAGMA secure_delete=ON")
+        self.checkpoint_due = False
+        self.rejection_counts = RejectionCounts(self)
         self.create_schema()
 
     def create_schema(self) -> None:
@@ -169,6 +201,11 @@ class Storage:
             # The round scheduler's deadline queue: open rounds ordered by deadline.
             self.db.execute("CREATE INDEX IF NOT EXISTS rounds_open_by_deadline ON "
                             "rounds(deadline) WHERE closed_at IS NULL")
+            # The same recruitment id always finds the same participant.
+            self.db.execute("CREATE UNIQUE INDEX IF NOT EXISTS participants_recruitment_id ON "
+                            "participants(recruitment_id) WHERE recruitment_id IS NOT NULL")
+            self.db.execute("CREATE INDEX IF NOT EXISTS participants_unconsented ON "
+                            "participants(created_at) WHERE step = 'consent'")
 
     def _add_missing_columns(self, table: str, columns: dict[str, type]) -> None:
         present = self.db[table].columns_dict
@@ -201,6 +238,8 @@ class Storage:
                     self.db.conn.execute("ROLLBACK")
                 raise
             self.db.conn.execute("COMMIT")
+            if self.checkpoint_due:
+                self.checkpoint()
 
     # --- reading ------------------------------------------------------------------------
 
@@ -243,14 +282,38 @@ class Storage:
 
     def reject(self, participant_id: int | None, event: str, msg_id: str | None, reason: str,
                detail: str, payload: Any, at: float) -> None:
-        """Log a refused message; it changes nothing else."""
-        try:
-            text = to_json(payload)
-        except (TypeError, ValueError):
-            text = repr(payload)
+        """Log a refused message; it changes nothing else.
+
+        The first ``REJECTIONS_KEPT`` refusals of a participant for one reason are kept
+        with their payload cut to ``REJECTION_PAYLOAD_BYTES``; beyond that only a count
+        grows, so a stuck or hostile tab cannot fill the disk."""
+        if participant_id is not None and self._rejections_kept(participant_id, reason):
+            self.rejection_counts.add(participant_id, reason, at)
+            return
         self.insert("rejections", {"participant_id": participant_id, "event": event,
-                                   "msg_id": msg_id, "reason": reason, "detail": detail,
-                                   "payload": text[:2048], "at": at})
+                                   "msg_id": msg_id, "reason": reason,
+                                   "detail": str(detail)[:REJECTION_PAYLOAD_BYTES],
+                                   "payload": _capped_json(payload), "at": at})
+
+    def _rejections_kept(self, participant_id: int, reason: str) -> bool:
+        """Whether the participant's refusals for this reason already fill their rows
+        (remembered once true: rows are only removed with the participant's data)."""
+        if (participant_id, reason) in self.rejection_counts.full:
+            return True
+        row = self.one("SELECT count(*) AS n FROM (SELECT 1 FROM rejections WHERE "
+                       "participant_id = ? AND reason = ? LIMIT ?)",
+                       (participant_id, reason, REJECTIONS_KEPT))
+        if row and row["n"] >= REJECTIONS_KEPT:
+            self.rejection_counts.full.add((participant_id, reason))
+            return True
+        return False
+
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database and empty it: after a withdrawal,
+        neither file holds a deleted row any longer (``secure_delete`` zeroes the pages)."""
+        with self.lock:
+            self.checkpoint_due = False
+            self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def _tables_with_participant_rows(self) -> list[str]:
         """The journey's tables in foreign-key order, then any other table with a
@@ -265,8 +328,55 @@ class Storage:
         (its code, protocol and terminal step stay as they are)."""
         cleared = {"condition_order": None, "external_ids": None, "consent_at": None,
                    "finished_at": None, "withdrawn_at": None, "consent": None,
-                   "data_consent": None, "robots_identical": None}
+                   "data_consent": None, "robots_identical": None, "recruitment_id": None}
         with self.event() as db:
             for table in self._tables_with_participant_rows():
                 db.execute(f"DELETE FROM {table} WHERE participant_id = ?", (participant_id,))
             db["participants"].update(participant_id, {**cleared, **keep})
+        self.rejection_counts.forget(participant_id)
+        self.checkpoint_due = True
+        if not self.db.conn.in_transaction:
+            self.checkpoint()
+
+
+class RejectionCounts:
+    """Refusals beyond the kept rows, counted per participant and reason in memory and
+    added to ``rejection_counts`` at most once per ``FLUSH_SECONDS``: a flood of refused
+    messages costs no write per message (a crash loses at most that second's counts)."""
+
+    FLUSH_SECONDS = 1.0
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.full: set[tuple[int, str]] = set()
+        self.pending: dict[tuple[int, str], tuple[int, float]] = {}
+        self.flushed = time.monotonic()
+        self.lock = threading.Lock()
+
+    def add(self, participant_id: int, reason: str, at: float) -> None:
+        with self.lock:
+            count, _ = self.pending.get((participant_id, reason), (0, at))
+            self.pending[(participant_id, reason)] = (count + 1, at)
+        if time.monotonic() - self.flushed >= self.FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Add the pending counts to the database (one transaction)."""
+        with self.lock:
+            pending, self.pending = self.pending, {}
+            self.flushed = time.monotonic()
+        if not pending:
+            return
+        with self.storage.event() as db:
+            db.conn.executemany(
+                "INSERT INTO rejection_counts (participant_id, reason, count, last_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (participant_id, reason) DO UPDATE SET "
+                "count = count + excluded.count, last_at = excluded.last_at",
+                [(pid, reason, count, at) for (pid, reason), (count, at) in pending.items()])
+
+    def forget(self, participant_id: int) -> None:
+        """A withdrawn participant's refusals are not counted any longer."""
+        with self.lock:
+            self.pending = {key: value for key, value in self.pending.items()
+                            if key[0] != participant_id}
+            self.full = {key for key in self.full if key[0] != participant_id}
