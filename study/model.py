@@ -39,12 +39,30 @@ def _as_coefficients(name: str, values: object, shape: tuple[int, ...] | None) -
         raise InvalidInput(name, values, "must have shape [..., humans, task types]")
     if shape is not None and array.shape[-2:] != shape:
         raise InvalidInput(name, values, f"must have shape [..., {shape[0]}, {shape[1]}]")
-    if not ((array >= 0) & (array <= 1)).all():
+    if not _within_unit_interval(array):
         bad = ~np.isfinite(array) | (array < 0) | (array > 1)
         index = tuple(int(i) for i in np.argwhere(bad)[0])
         raise InvalidInput(f"{name}{list(index)}", float(array[index]),
                            "must be a finite number within [0, 1]")
     return array
+
+
+# Below this many numbers (one team) plain Python floats check faster than array passes.
+_SMALL = 64
+
+
+def _within_unit_interval(array: np.ndarray) -> bool:
+    """Every value finite and within [0, 1] (NaN fails every comparison)."""
+    if array.size <= _SMALL:
+        return all(0.0 <= value <= 1.0 for value in array.ravel().tolist())
+    return bool(((array >= 0) & (array <= 1)).all())
+
+
+def _inputs_positive(capability: np.ndarray) -> bool:
+    """Every human's capabilities sum to more than 0."""
+    if capability.size <= _SMALL:
+        return all(sum(row) > 0 for row in capability.reshape(-1, capability.shape[-1]).tolist())
+    return bool((capability.sum(axis=-1) > 0).all())
 
 
 def validate_coefficients(c: object, p: object) -> tuple[np.ndarray, np.ndarray]:
@@ -55,8 +73,8 @@ def validate_coefficients(c: object, p: object) -> tuple[np.ndarray, np.ndarray]
         raise InvalidInput("c", c, "a team needs at least 2 humans")
     if preference.shape != capability.shape:
         raise InvalidInput("p", p, f"must have the same shape as c {capability.shape}")
-    inputs = capability.sum(axis=-1)
-    if (inputs <= 0).any():
+    if not _inputs_positive(capability):
+        inputs = capability.sum(axis=-1)
         index = tuple(int(i) for i in np.argwhere(inputs <= 0)[0])
         raise InvalidInput(f"c{list(index)}", capability[index].tolist(),
                            "a human's capabilities must sum to more than 0")
@@ -185,32 +203,62 @@ class HumanSums:
         """Kits per human on average, the denominator of every share."""
         return _total(self.kits) / len(self.kits)
 
+    def _per_kit(self, numerator: np.ndarray, kits: np.ndarray) -> np.ndarray:
+        """``numerator / kits``: NaN, without a warning, where no kit has been handed out."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return numerator / kits
+
     def share(self, weighted: np.ndarray) -> np.ndarray:
         """``a_i^f``: feature-weighted kits over the mean kits per human."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return weighted / self.mean_kits()
+        return self._per_kit(weighted, self.mean_kits())
 
     def efficiency(self) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return _total(self.capability) / _total(self.kits)
+        return self._per_kit(_total(self.capability), _total(self.kits))
 
     def equality_of_capability(self) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return _difference(self.capability) / self.mean_kits()
+        return self._per_kit(_difference(self.capability), self.mean_kits())
 
     def equality_of_preference(self) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return _difference(self.preference) / self.mean_kits()
+        return self._per_kit(_difference(self.preference), self.mean_kits())
 
     def fairness(self) -> np.ndarray:
         """``(a^c + a^p) / 2`` compared between humans: the shares' common denominator
         is taken out of the difference."""
         both = self.capability + self.preference
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return _difference(both) / (2 * self.mean_kits())
+        return self._per_kit(_difference(both), 2 * self.mean_kits())
 
     def fair_equity(self) -> np.ndarray:
         return _difference(self.preference / self.inputs)
+
+
+class GoalSums(HumanSums):
+    """``HumanSums`` over goal states: every human holds kits there (no division by zero
+    to guard), and the metrics are computed once, as several algorithms read them (a
+    pool's three, a live session's conditions)."""
+
+    def _per_kit(self, numerator: np.ndarray, kits: np.ndarray) -> np.ndarray:
+        return numerator / kits
+
+    @cached_property
+    def _efficiency(self) -> np.ndarray:
+        return super().efficiency()
+
+    @cached_property
+    def _fairness(self) -> np.ndarray:
+        return super().fairness()
+
+    @cached_property
+    def _fair_equity(self) -> np.ndarray:
+        return super().fair_equity()
+
+    def efficiency(self) -> np.ndarray:
+        return self._efficiency
+
+    def fairness(self) -> np.ndarray:
+        return self._fairness
+
+    def fair_equity(self) -> np.ndarray:
+        return self._fair_equity
 
 
 def _total(per_human: np.ndarray) -> np.ndarray:
@@ -244,7 +292,7 @@ def _weighted_goal_major(feature: np.ndarray, goals: np.ndarray) -> np.ndarray:
     return out
 
 
-def goal_major_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:
+def goal_major_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> GoalSums:
     """``HumanSums`` of shape ``[h, G, B]`` for teams ``[B, h, n]`` and goals ``[G, h, n]``.
 
     Goals first, teams last, so every reduction over goals runs over contiguous rows.
@@ -256,11 +304,11 @@ def goal_major_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSum
     inputs = c[:, :, 0].copy()
     for j in range(1, c.shape[2]):
         inputs += c[:, :, j]
-    return HumanSums(_weighted_goal_major(c, goals), _weighted_goal_major(p, goals), kits,
-                     inputs.T[:, None, :])
+    return GoalSums(_weighted_goal_major(c, goals), _weighted_goal_major(p, goals), kits,
+                    inputs.T[:, None, :])
 
 
-def team_goal_sums(c: np.ndarray, p: np.ndarray, space: StateSpace) -> HumanSums:
+def team_goal_sums(c: np.ndarray, p: np.ndarray, space: StateSpace) -> GoalSums:
     """``HumanSums`` ``[h, G]`` of one team ``c, p [h, n]``: the numbers of
     ``goal_major_sums`` for a batch of one, in fewer and smaller steps (the live path)."""
     products = space.doubled_goal_allocations * np.concatenate((c, p))
@@ -270,8 +318,8 @@ def team_goal_sums(c: np.ndarray, p: np.ndarray, space: StateSpace) -> HumanSums
         weighted += products[..., j]
         inputs += c[:, j]
     humans = len(c)
-    return HumanSums(weighted[:, :humans].T, weighted[:, humans:].T, space.goal_kits,
-                     inputs[:, None])
+    return GoalSums(weighted[:, :humans].T, weighted[:, humans:].T, space.goal_kits,
+                      inputs[:, None])
 
 
 def sums_over_goals(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:

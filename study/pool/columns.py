@@ -8,12 +8,12 @@ Every value at a team's goal is read from the goal-major arrays by one flat gath
 
 from __future__ import annotations
 
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 import numpy as np
 
 from study.model import (
-    HumanSums,
+    GoalSums,
     StateSpace,
     goal_major_sums,
     most_capable_type,
@@ -27,36 +27,9 @@ from study.pool.teamtypes import most_capable_human, team_type_codes
 from study.solver import at_positions, optimal_goal_positions
 
 
-def goal_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:
-    """``goal_major_sums`` (``[h, G, B]``) whose metrics are computed once."""
-    sums = goal_major_sums(c, p, goals)
-    return _CachedSums(sums.capability, sums.preference, sums.kits, sums.inputs)
-
-
-class _CachedSums(HumanSums):
-    """``HumanSums`` whose metrics are computed once: the rewards and the columns of
-    every algorithm read them again."""
-
-    @cached_property
-    def _efficiency(self) -> np.ndarray:
-        return super().efficiency()
-
-    @cached_property
-    def _fairness(self) -> np.ndarray:
-        return super().fairness()
-
-    @cached_property
-    def _fair_equity(self) -> np.ndarray:
-        return super().fair_equity()
-
-    def efficiency(self) -> np.ndarray:
-        return self._efficiency
-
-    def fairness(self) -> np.ndarray:
-        return self._fairness
-
-    def fair_equity(self) -> np.ndarray:
-        return self._fair_equity
+def goal_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> GoalSums:
+    """``[h, G, B]`` sums over every goal of a batch, their metrics computed once."""
+    return goal_major_sums(c, p, goals)
 
 
 def fair_gaps(spec: PoolSpec, c: np.ndarray, p: np.ndarray) -> np.ndarray:
