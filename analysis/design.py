@@ -152,7 +152,10 @@ def design_from_text(text: str, source: str) -> Design:
     scales = raw.get("scales", {})
     questionnaires = raw.get("questionnaires", {})
     kits = study.get("kits")
-    rules = _attribute_rules(loaded_protocol(text)) or rules_from_table(raw.get("analysis"))
+    rules = AnalysisRules()
+    if "analysis" in raw:
+        rules = (_attribute_rules(loaded_protocol(text))
+                 or rules_from_table(raw["analysis"]))
     return Design(name=study.get("name"), rounds_per_session=int(sum(kits)) if kits else None,
                   round_seconds=study.get("round_seconds"),
                   conditions=tuple(c["id"] for c in raw.get("conditions", [])),
@@ -195,12 +198,8 @@ def manipulation_passed(item: Item, answers: Sequence[Any],
         elif item.kind == "likert":
             result.append(float(answer) > (item.points + 1) / 2)
         else:
-            result.append(bool(item.options) and str(answer) == _first_option(item))
+            result.append(bool(item.options) and str(answer) == item.options[0])
     return result
-
-
-def _first_option(item: Item) -> str:
-    return item.options[0]
 
 
 def _number(value: Any) -> float | None:

@@ -79,7 +79,7 @@ def mixed_model(frame: pd.DataFrame, outcome: str, reference: str | None = None,
         try:
             result = sm.MixedLM(data[outcome].astype(float), exog,
                                 groups=data["participant_id"]).fit(reml=True)
-        except (np.linalg.LinAlgError, ValueError) as error:
+        except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as error:
             return pd.DataFrame([_empty_row(outcome, "mixed", f"not fitted: {error}")])
     note = "; ".join(sorted({str(w.message).split(".")[0] for w in caught}))[:200]
     total_sd = float(np.sqrt(result.scale + float(np.asarray(result.cov_re).ravel()[0])))
@@ -132,7 +132,7 @@ def ordinal_model(frame: pd.DataFrame, outcome: str = "value", label: str | None
             model = OrderedModel(endog, exog, distr="logit")
             result = model.fit(method="bfgs", disp=False, maxiter=2000, cov_type="cluster",
                                cov_kwds={"groups": data["participant_id"].to_numpy()})
-        except (np.linalg.LinAlgError, ValueError) as error:
+        except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as error:
             return pd.DataFrame([_empty_row(label, "ordinal", f"not fitted: {error}")]), empty
     note = "; ".join(sorted({str(w.message).split(".")[0] for w in caught}))[:200]
     z = _z()
