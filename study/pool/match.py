@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from study.model import InvalidInput
 
@@ -93,6 +92,8 @@ class MemberIndex:
         self.teammate_c = c[local, 1 - members]
         self.teammate_p = p[local, 1 - members]
         self.description, self.pool = description, pool
+        from scipy.spatial import cKDTree  # only matching needs it, not building a pool
+
         # An unbalanced tree of plain nodes builds about twice as fast; queries stay exact.
         self.tree = (cKDTree(self.points, balanced_tree=False, compact_nodes=False)
                      if len(teams) else None)
