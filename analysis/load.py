@@ -192,7 +192,7 @@ def protocol_runs(connection: sqlite3.Connection) -> pd.DataFrame:
         return pd.DataFrame(columns=["protocol", "protocol_sha256", "protocol_text",
                                      "started_at"])
     return _query(connection, f"SELECT protocol, protocol_sha256, protocol_text, started_at "
-                              f"FROM {RUNS_TABLE} ORDER BY id")
+                              f"FROM {RUNS_TABLE} ORDER BY rowid")
 
 
 def pool_records(teammates: pd.DataFrame, directory: Path) -> dict[str, Any]:

@@ -56,6 +56,20 @@ def _design(frame: pd.DataFrame, reference: str, extra: Sequence[str]) -> pd.Dat
     return pd.DataFrame(columns, index=frame.index)
 
 
+def _full_rank(exog: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The columns of ``exog`` in order, each kept only if it is not a combination of the
+    ones before (condition first): a period confounded with the condition (every
+    participant in the same order) is dropped and said so."""
+    kept: list[str] = []
+    for column in exog.columns:
+        trial = exog[[*kept, column]].to_numpy(dtype=float)
+        if np.linalg.matrix_rank(trial) == len(kept) + 1:
+            kept.append(column)
+    dropped = [c for c in exog.columns if c not in kept]
+    note = f"confounded, left out: {', '.join(dropped)}" if dropped else ""
+    return exog[kept], note
+
+
 def _factors(frame: pd.DataFrame, factors: Sequence[str]) -> list[str]:
     return [f for f in factors if f in frame and frame[f].nunique() > 1]
 
@@ -73,7 +87,8 @@ def mixed_model(frame: pd.DataFrame, outcome: str, reference: str | None = None,
     if data["condition"].nunique() < 2 or data["participant_id"].nunique() < 3:
         return pd.DataFrame([_empty_row(outcome, "mixed", "too few participants or "
                                                           "conditions to fit")])
-    exog = sm.add_constant(_design(data, reference, _factors(data, factors)))
+    exog, confounded = _full_rank(sm.add_constant(_design(data, reference,
+                                                          _factors(data, factors))))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -81,7 +96,8 @@ def mixed_model(frame: pd.DataFrame, outcome: str, reference: str | None = None,
                                 groups=data["participant_id"]).fit(reml=True)
         except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as error:
             return pd.DataFrame([_empty_row(outcome, "mixed", f"not fitted: {error}")])
-    note = "; ".join(sorted({str(w.message).split(".")[0] for w in caught}))[:200]
+    note = "; ".join(filter(None, [confounded, *sorted(
+        {str(w.message).split(".")[0] for w in caught})]))[:200]
     total_sd = float(np.sqrt(result.scale + float(np.asarray(result.cov_re).ravel()[0])))
     intervals = result.conf_int(alpha=1 - LEVEL)
     rows = []
@@ -125,7 +141,7 @@ def ordinal_model(frame: pd.DataFrame, outcome: str = "value", label: str | None
     endog = pd.Series(pd.Categorical(data[outcome], categories=levels, ordered=True),
                       index=data.index)
     exog = _design(data, reference, _factors(data, factors))
-    exog = exog.loc[:, exog.std() > 0]
+    exog, confounded = _full_rank(exog.loc[:, exog.std() > 0])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -134,7 +150,8 @@ def ordinal_model(frame: pd.DataFrame, outcome: str = "value", label: str | None
                                cov_kwds={"groups": data["participant_id"].to_numpy()})
         except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as error:
             return pd.DataFrame([_empty_row(label, "ordinal", f"not fitted: {error}")]), empty
-    note = "; ".join(sorted({str(w.message).split(".")[0] for w in caught}))[:200]
+    note = "; ".join(filter(None, [confounded, *sorted(
+        {str(w.message).split(".")[0] for w in caught})]))[:200]
     z = _z()
     rows = []
     for term in [t for t in exog.columns if t.startswith("condition[")]:
