@@ -310,7 +310,8 @@ def _likert_colours(points: int) -> list[str]:
 def slope_figure(frame: pd.DataFrame, outcomes: list[tuple[str, str]],
                  conditions: list[str], points: int = 7) -> Figure:
     """Paired slope plots: each participant's value in each condition joined by a line,
-    one panel per outcome (column, title), the condition means in black; ratings
+    one panel per outcome (column, title), the means of the complete pairs in black (a
+    participant in one condition only is a lone dot); ratings
     (``rating_*`` columns) on their whole 1..points scale."""
     figure, axes = _panels(len(outcomes), 3.4, 3.4, columns=4)
     x = np.arange(len(conditions))
@@ -321,8 +322,8 @@ def slope_figure(frame: pd.DataFrame, outcomes: list[tuple[str, str]],
             values = row.to_numpy(dtype=float)
             axis.plot(x, values, color="grey", alpha=0.45, marker="o", markersize=3,
                       linewidth=0.9)
-        axis.plot(x, wide.mean().to_numpy(dtype=float), color="black", linewidth=2.4,
-                  marker="s", label="mean")
+        axis.plot(x, wide.dropna().mean().to_numpy(dtype=float), color="black",
+                  linewidth=2.4, marker="s", label="mean of the pairs")
         axis.set_xticks(x, conditions)
         axis.set_xlim(-0.3, len(x) - 0.7)
         if column.startswith("rating_"):
@@ -341,7 +342,8 @@ def intervals_figure(predicted: pd.DataFrame, observed: pd.DataFrame | None = No
     lines, always within the 1..points scale), the observed means as open circles, and the
     fairness rating MODEL.md predicts from the allocations (1 + 6 (1 - |F|)) as its own
     row with its range."""
-    labels = list(dict.fromkeys(predicted["outcome"]))
+    seen = [] if observed is None else list(observed["outcome"])
+    labels = list(dict.fromkeys([*seen, *predicted["outcome"]]))
     conditions = sorted(predicted["condition"].unique(), key=str)
     figure, axis = plt.subplots(figsize=(7.5, 0.55 * len(labels) * len(conditions) / 2 + 1.8))
     step = 0.7 / max(len(conditions), 1)

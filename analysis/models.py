@@ -142,6 +142,11 @@ def ordinal_model(frame: pd.DataFrame, outcome: str = "value", label: str | None
                       index=data.index)
     exog = _design(data, reference, _factors(data, factors))
     exog, confounded = _full_rank(exog.loc[:, exog.std() > 0])
+    parameters = len(levels) - 1 + exog.shape[1]
+    if len(data) <= parameters + 1:
+        return pd.DataFrame([_empty_row(label, "ordinal", (
+            f"{len(data)} answers are too few for {parameters} parameters (a threshold "
+            "between each pair of answers used, and the effects)"))]), empty
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

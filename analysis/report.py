@@ -238,8 +238,8 @@ def _conditions_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Sect
         [("Per condition", summary)])
     rated = _likert_answers(study)
     _, predicted = _ordinal_models(study, rated, 0)
-    if not predicted.empty:
-        observed = rated.groupby(["label", "condition"])["value"].mean().rename(
+    if not rated.empty:
+        observed = rated.groupby(["label", "condition"], sort=False)["value"].mean().rename(
             "mean").reset_index().rename(columns={"label": "outcome"})
         fair = outcomes.groupby("condition")["predicted_rating_fair"]
         model_row = pd.DataFrame({"outcome": "Predicted (1 + 6 (1 - |F|))",
@@ -637,8 +637,8 @@ body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; 
 h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
 table.table { border-collapse: collapse; font-size: 0.82em; margin: 0.5em 0 1.5em; }
 table.table th, table.table td { padding: 2px 8px; border-bottom: 1px solid #eee;
-  text-align: right; }
-.scroll { overflow-x: auto; max-height: 420px; }
+  text-align: right; white-space: nowrap; }
+.scroll { overflow: auto; max-width: 100%; max-height: 420px; border-right: 1px solid #eee; }
 .warning { background: #fff4d6; border-left: 4px solid #e0a800; padding: 0.5em 1em; }
 figure { margin: 1em 0; } img { max-width: 100%; }
 figcaption { font-size: 0.85em; color: #555; }
