@@ -79,12 +79,6 @@
   });
   socket.on("disconnect", () => { document.getElementById("offline").hidden = false; });
   socket.on("state", receive);
-  socket.on("teammate", (update) => {
-    if (!state || !state.round || !state.round.teammate || state.round.id !== update.round_id) return;
-    state.round.teammate.cookies = update.cookies;
-    state.round.teammate.next_at = update.next_at;
-    drawTeammate();
-  });
 
   function receive(next) {
     offset = next.now - Date.now() / 1000;
@@ -421,12 +415,15 @@
 
   function drawTeammate() {
     const round = state && state.round;
-    if (!round || !round.teammate) return;
-    const count = document.getElementById("teammate-count");
-    if (count) count.textContent = "Finished: " + round.teammate.cookies;
     const station = document.getElementById("teammate");
-    if (station) station.dataset.cookies = round.teammate.cookies;
-    plate("teammate-plate", round.teammate.cookies, round.teammate.task_name);
+    if (!round || !round.teammate || !station) return;
+    const done = teammateDone(round);
+    if (station.dataset.cookies !== String(done) || !station.dataset.drawn) {
+      station.dataset.cookies = done;
+      station.dataset.drawn = "1";
+      document.getElementById("teammate-count").textContent = "Finished: " + done;
+      plate("teammate-plate", done, round.teammate.task_name);
+    }
     animateTeammate();
   }
 
@@ -441,7 +438,7 @@
     }
     const work = document.getElementById("work");
     if (work) work.classList.toggle("stopped", left <= 0);
-    animateTeammate();
+    drawTeammate();
   }
 
   function drawWork(round) {
@@ -562,6 +559,13 @@
 
   let shownTeammate = "";  // cookie and number of steps drawn, so a tick redraws only changes
 
+  // The teammate's finished cookies: those of the server's schedule that are due by now
+  // (never fewer than the server counted when it sent the state).
+  function teammateDone(round) {
+    const now = Math.min(serverNow(), round.deadline);
+    return Math.max(round.teammate.cookies, round.teammate.times.filter((t) => t <= now).length);
+  }
+
   function deliveredRounds() {
     try { return new Set(JSON.parse(sessionStorage.getItem("delivered:" + code) || "[]")); } catch (e) { return new Set(); }
   }
@@ -573,7 +577,7 @@
   function teammateStation(round) {
     const mate = round.teammate;
     shownTeammate = "";
-    return el("div", { class: "station theirs", id: "teammate", "data-cookies": mate.cookies },
+    return el("div", { class: "station theirs", id: "teammate" },
       el("h3", {}, "Teammate's station ", el("small", {}, "(next room)")),
       el("div", { class: "teammate-work" },
         el("div", { class: "teammate-baker", id: "teammate-baker" }, svgUse("baker", "baker")),
@@ -668,7 +672,7 @@
     const round = state && state.round;
     const cookie = document.getElementById("teammate-cookie");
     if (!round || !round.running || !round.teammate || !cookie) return;
-    const index = round.teammate.cookies;
+    const index = teammateDone(round);
     const seed = round.id * 7919 + index * 104729 + 17;
     const [start, end] = cookieSpan(round, index, seeded(seed + 1));
     const plan = cookiePlan(round.teammate.target, seed, start, end);
