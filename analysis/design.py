@@ -22,6 +22,7 @@ from study.model import InvalidInput
 EXCLUSION_RULES = ("aborted", "flagged", "failed-manipulation-check", "recovered-capability",
                    "incomplete")
 DEFAULT_EXCLUDE = ("aborted", "incomplete")
+TEAM_SIZE = 2  # the participant and the agent teammate
 RULE_TEXT = {
     "aborted": "the experimenter aborted the participant in the console",
     "flagged": "the experimenter flagged the participant in the console",
@@ -156,7 +157,8 @@ def design_from_text(text: str, source: str) -> Design:
     if "analysis" in raw:
         rules = (_attribute_rules(loaded_protocol(text))
                  or rules_from_table(raw["analysis"]))
-    return Design(name=study.get("name"), rounds_per_session=int(sum(kits)) if kits else None,
+    rounds = int(sum(kits)) // TEAM_SIZE if kits else None  # every round gives each a kit
+    return Design(name=study.get("name"), rounds_per_session=rounds,
                   round_seconds=study.get("round_seconds"),
                   conditions=tuple(c["id"] for c in raw.get("conditions", [])),
                   session_items=_items(questionnaires.get("session", {}), scales),

@@ -196,7 +196,7 @@ def _tradeoff_panel(axis: plt.Axes, part: pd.DataFrame, x: str, front: str) -> N
     for k, ((lo, hi), curve) in enumerate(fea.groupby(["lo", "hi"], sort=True)):
         curve = curve.sort_values("w")
         axis.plot(curve[x], curve["E"], marker=".", color=PALETTE[2 + k],
-                  label=f"FEA, bounds {lo:g}..{hi:g}")
+                  label=f"FEA, bounds {lo:.3g}..{hi:.3g}")
         for _, point in curve.iloc[[0, -1]].iterrows():
             axis.annotate(f"w={point['w']:g}", (point[x], point["E"]), fontsize=7,
                           xytext=(3, 3), textcoords="offset points")

@@ -470,7 +470,7 @@ def _gap_section(pool: pd.DataFrame, types: pd.Series, out: Path) -> Section:
 
 def _allocation_section(pool: pd.DataFrame, spec: PoolSpec, out: Path) -> Section:
     table = simulation.allocation_summary(pool, spec.algorithms)
-    rounds = sum(spec.kits)
+    rounds = sum(spec.kits) // spec.humans
     return Section("Simulation Study #2: allocations", (
         f"Mean rounds (of {rounds}) each human spends on their most capable and on their "
         "most preferred task type, per algorithm and team type (the paper's Figure 4)."),

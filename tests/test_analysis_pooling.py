@@ -74,9 +74,9 @@ def test_same_name_but_different_protocol_text_names_the_sections(two_sites, tmp
 def test_rules_from_the_protocol_and_defaults(tmp_path):
     shipped = design.study_design({}, design.Path("protocols/demo.toml"))
     assert shipped.rules.exclude == ("aborted", "recovered-capability")
-    assert shipped.manipulation_check is not None and shipped.rounds_per_session == 4
-    bare = design.design_from_text('[study]\nname = "x"\nkits = [2, 3]\n', "text")
-    assert bare.rules == design.AnalysisRules() and bare.rounds_per_session == 5
+    assert shipped.manipulation_check is not None and shipped.rounds_per_session == 2
+    bare = design.design_from_text('[study]\nname = "x"\nkits = [8, 8]\n', "text")
+    assert bare.rules == design.AnalysisRules() and bare.rounds_per_session == 8
     assert "no [analysis] section" in bare.rules.describe()
     with pytest.raises(InvalidInput, match="choose from"):
         design.rules_from_table({"exclude": ["sleepy"]})
