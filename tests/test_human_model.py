@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from study.bots import StudyFacts, profile_for, run_swarm
 from study.bots.human import (
     DRAGGING,
     OBSERVED_RANGES,
@@ -18,10 +20,13 @@ from study.bots.human import (
     population_speeds,
     share_in_ranges,
 )
+from study.bots.servers import ThreadServer, quick_protocol
 from study.protocol import load_protocol
+from study.web import create_app
 from study.web.progress import placement
 from study.web.rounds import target
 from study.web.targets import letters_target, matches, squares_target
+from study.web.teammate import PoolTeammates
 
 PROTOCOLS = Path(__file__).resolve().parents[1] / "protocols"
 LETTERS, SQUARES = letters_target("GO STEELERS"), squares_target("BR")
@@ -95,3 +100,27 @@ def test_the_shipped_reference_speeds_measure_people_in_the_papers_ranges(name):
     typical = np.median(values, axis=0)
     assert OBSERVED_RANGES[0][0] < typical[0] < OBSERVED_RANGES[0][1]
     assert OBSERVED_RANGES[1][0] < typical[1] < 0.99
+
+
+def test_a_human_bot_reports_every_element_and_is_measured_by_it(tmp_path):
+    protocol_path = quick_protocol(PROTOCOLS / "demo.toml", tmp_path / "quick.toml",
+                                   round_seconds=4.0, practice_seconds=8.0,
+                                   reference_speed=(0.32, 0.068), min_cookie_seconds=0.5)
+    protocol = load_protocol(protocol_path)
+    app = create_app({"PROTOCOL": protocol_path, "DATABASE": tmp_path / "study.sqlite",
+                      "TEAMMATES": PoolTeammates.for_protocol(protocol, tmp_path / "pools")})
+    profile = replace(profile_for(0, "human", seed=5), stop_at="teammate")
+    with ThreadServer(app) as server:
+        result = run_swarm(server.url, ["human-bot-1"], [profile],
+                           facts=StudyFacts.from_protocol(protocol), max_seconds=120)
+    assert [o.error for o in result.outcomes] == [None], result.summary()
+    assert result.outcomes[0].final_step == "teammate"
+    storage = app.extensions["study"].storage
+    pid = storage.participant("human-bot-1")["id"]
+    progress = storage.all("SELECT * FROM progress WHERE participant_id = ?", (pid,))
+    sent = [a for a in result.log.acked if a.event == "progress"]
+    assert len(progress) == len(sent) > 10, "every element placed is stored"
+    measured = storage.all("SELECT * FROM measurements WHERE participant_id = ? AND "
+                           "kind = 'capability' ORDER BY task_type", (pid,))
+    assert all(0.01 < row["value"] < 0.99 for row in measured)
+    assert any(row["fraction"] > 0 for row in measured), "the unfinished cookie counts"

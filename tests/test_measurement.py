@@ -119,7 +119,9 @@ def test_malformed_partial_cookies_are_refused(target, content):
 
 def test_progress_arrives_through_the_socket_and_is_stored(app, clock):
     to_practice(app, "prog-1")
-    client = app.extensions["socketio"].test_client(app, flask_test_client=app.test_client())
+    page = app.test_client()
+    page.get("/p/prog-1")  # the participant page gives this browser its cookie
+    client = app.extensions["socketio"].test_client(app, flask_test_client=page)
     assert client.emit("join", {"code": "prog-1"}, callback=True)["ok"]
     current = start(app, "prog-1", 1)
     clock.advance(1.0)
@@ -249,7 +251,7 @@ def test_at_human_pace_the_two_robots_differ_for_almost_everyone(name, tmp_path,
     matched = [p for p in people if p.plans]
     assert len(matched) == len(people)
     differ = np.mean([p.plans_differ for p in matched])
-    assert differ >= 0.93, f"{name}: the robots differ for only {differ:.0%}"
+    assert differ >= 0.95, f"{name}: the robots differ for only {differ:.0%}"
     assert all(p.robots_identical == int(not p.plans_differ) for p in matched)
     values = np.array([p.capabilities for p in matched])
     assert ((values > 0.01) & (values < 0.99)).mean() > 0.9, "coefficients are not clipped"
