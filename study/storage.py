@@ -323,12 +323,24 @@ class Storage:
                   and "participant_id" in self.db[name].columns_dict]
         return [*PARTICIPANT_TABLES, *others]
 
+    def delete_participants(self, participant_ids: list[int]) -> None:
+        """Delete participants and every row of theirs (unconsented ones that expired)."""
+        if not participant_ids:
+            return
+        marks = ", ".join("?" * len(participant_ids))
+        with self.event() as db:
+            for table in [*self._tables_with_participant_rows(), "participants"]:
+                column = "id" if table == "participants" else "participant_id"
+                db.execute(f"DELETE FROM {_quoted(table)} WHERE {column} IN ({marks})",
+                           participant_ids)
+
     def erase_participant(self, participant_id: int, keep: dict[str, Any]) -> None:
         """Delete every row of a participant; the participants row keeps only ``keep``
         (its code, protocol and terminal step stay as they are)."""
         cleared = {"condition_order": None, "external_ids": None, "consent_at": None,
                    "finished_at": None, "withdrawn_at": None, "consent": None,
-                   "data_consent": None, "robots_identical": None, "recruitment_id": None}
+                   "data_consent": None, "robots_identical": None, "recruitment_id": None,
+                   "origin": None}
         with self.event() as db:
             for table in self._tables_with_participant_rows():
                 db.execute(f"DELETE FROM {table} WHERE participant_id = ?", (participant_id,))

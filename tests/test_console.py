@@ -11,7 +11,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from web_support import DEMO, FakeClock
+from web_support import DEMO, FakeClock, page_socket
 
 from study.protocol import load_protocol
 from study.web import console, create_app
@@ -147,12 +147,18 @@ def test_the_password_can_come_from_the_environment(tmp_path, teammates, monkeyp
 # --- links and balance -----------------------------------------------------------------
 
 
-def orders(app) -> list[list[str]]:
-    return [json.loads(r["condition_order"]) for r in journey(app).storage.all(
+def orders(app) -> list[list[str] | None]:
+    return [json.loads(r["condition_order"] or "null") for r in journey(app).storage.all(
         "SELECT condition_order FROM participants ORDER BY id")]
 
 
-def test_links_are_created_in_batches_with_balanced_orders(app):
+def consent(app, code: str) -> None:
+    reply = journey(app).handle("submit", code, {"msg_id": f"{code}-yes", "step": "consent",
+                                                  "data": {"agree": True}})
+    assert reply["ok"], reply
+
+
+def test_links_are_created_in_batches_and_balanced_at_consent(app):
     client, token = logged_in(app)
     reply = client.post("/console/links", data={"count": "4", "csrf_token": token,
                                                  "note": "Tuesday"})
@@ -161,6 +167,9 @@ def test_links_are_created_in_batches_with_balanced_orders(app):
     assert len(codes) == 4
     page = client.get(reply.headers["Location"]).data.decode()
     assert all(f"/p/{code}" in page for code in codes)
+    assert orders(app) == [None] * 4  # a link holds no order until its participant consents
+    for code in codes:
+        consent(app, code)
     assert sorted(map(tuple, orders(app))) == [("efficient", "fair")] * 2 + [("fair",
                                                                                "efficient")] * 2
     log = journey(app).storage.one("SELECT * FROM console_actions WHERE action = "
@@ -174,27 +183,28 @@ def lose(app, client, token, code: str, how: str) -> None:
         study.handle("submit", code, {"msg_id": f"{code}-no", "step": "consent",
                                       "data": {"agree": False}})
     elif how == "withdrawn":
-        study.handle("submit", code, {"msg_id": f"{code}-yes", "step": "consent",
-                                      "data": {"agree": True}})
         study.handle("withdraw", code, {"msg_id": f"{code}-bye"})
     else:
         act(client, token, code, "abort", "left")
-    assert study.storage.participant(code)["step"] in ("declined", "withdrawn", "consent")
+    assert study.storage.participant(code)["step"] in ("declined", "withdrawn", "themes")
 
 
 @pytest.mark.parametrize("how", ["declined", "withdrawn", "aborted"])
 def test_balance_counts_participants_who_may_still_contribute(app, how):
-    """Two links (one per order); the second is lost; the next link takes its order, where
-    alternating by enrolment would hand out the first order again."""
+    """The first participant consents and takes the first order; the second is lost
+    (declining, they never held one); the third takes the second order, where alternating
+    by enrolment would hand out the first order again."""
     client, token = logged_in(app)
-    client.post("/console/links", data={"count": "2", "csrf_token": token})
-    first, second = journey(app).storage.all("SELECT code, condition_order FROM participants "
-                                             "ORDER BY id")
-    assert first["condition_order"] != second["condition_order"]
-    lose(app, client, token, second["code"], how)
-    client.post("/console/links", data={"count": "1", "csrf_token": token})
-    third = journey(app).storage.all("SELECT condition_order FROM participants ORDER BY id")[2]
-    assert third["condition_order"] == second["condition_order"]
+    client.post("/console/links", data={"count": "3", "csrf_token": token})
+    first, second, third = (row["code"] for row in journey(app).storage.all(
+        "SELECT code FROM participants ORDER BY id"))
+    consent(app, first)
+    if how != "declined":
+        consent(app, second)
+    lose(app, client, token, second, how)
+    consent(app, third)
+    held = orders(app)
+    assert held[2] is not None and held[2] != held[0]
 
 
 def test_participants_in_progress_count_towards_the_balance(app):
@@ -202,6 +212,7 @@ def test_participants_in_progress_count_towards_the_balance(app):
     participant_at_practice(app, "started1")
     client, token = logged_in(app)
     client.post("/console/links", data={"count": "1", "csrf_token": token})
+    consent(app, journey(app).storage.all("SELECT code FROM participants ORDER BY id")[1]["code"])
     first, second = orders(app)
     assert first != second
 
@@ -276,8 +287,8 @@ def test_live_view_shows_round_cookies_kits_and_connections(app):
     study = journey(app)
     assert study.handle("start_round", "livebot", {"msg_id": "start-live", "round": 1})["ok"]
     socketio = app.extensions["socketio"]
-    browser = socketio.test_client(app)
-    browser.emit("join", {"code": "livebot"}, callback=True)
+    browser, _ = page_socket(app, "livebot")
+    assert browser.emit("join", {"code": "livebot"}, callback=True)["ok"]
     client, _ = logged_in(app)
     viewer = socketio.test_client(app, namespace="/console", flask_test_client=client)
     assert viewer.is_connected("/console")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from web_support import DEMO, FakeClock
+from web_support import DEMO, FakeClock, page_socket
 
 from study.bots.client import AckLog, Connection, _Lost
 from study.bots.servers import ThreadServer
@@ -36,8 +36,7 @@ class Tab:
     count = 0
 
     def __init__(self, app, code: str) -> None:
-        self.client = app.extensions["socketio"].test_client(app)
-        app.test_client().get(f"/p/{code}")
+        self.client, self.browser = page_socket(app, code)
         self.code = code
         assert self.send("join", {"code": code})["ok"]
 
@@ -87,7 +86,8 @@ def test_a_code_only_ever_reaches_its_own_data(app):
     assert_refused(app, reply, "out-of-order")
     assert reply["state"]["code"] == "alice1" and reply["state"]["round"]["running"] is False
     assert snapshot(app) == before
-    assert alice.send("join", {"code": "bob001"})["ok"]  # the code is the key: whoever holds it
+    taken = alice.send("join", {"code": "bob001"})  # a code is not a key: bob's browser has it
+    assert taken["reason"] == "other-browser" and "state" not in taken
     assert alice.send("join", {"code": "no such one"})["reason"] == "bad-code"
 
 

@@ -7,12 +7,13 @@ The clock is injected: deadlines are crossed by moving a fake clock and calling
 from __future__ import annotations
 
 import json
+import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from web_support import STUDY2, FakeClock, make_app, msg, small_pool
+from web_support import STUDY2, FakeClock, make_app, msg, page_socket, small_pool
 
 from study.storage import SERVER_SCHEMA
 from study.web.targets import letters_of
@@ -36,12 +37,13 @@ def app(tmp_path: Path, teammates, clock: FakeClock):
 class Browser:
     """One Socket.IO connection of a participant, speaking the documented protocol."""
 
+    browsers: ClassVar[weakref.WeakKeyDictionary[Any, Any]] = weakref.WeakKeyDictionary()
+
     def __init__(self, app: Any, code: str) -> None:
-        self.app = app
-        self.client = app.extensions["socketio"].test_client(
-            app, flask_test_client=app.test_client())
+        self.app = app  # every Browser of a test is a tab of the same browser
+        self.client, browser = page_socket(app, code, Browser.browsers.get(app))
+        Browser.browsers[app] = browser
         self.code = code
-        app.test_client().get(f"/p/{code}")
 
     def join(self) -> dict[str, Any]:
         return self.client.emit("join", {"code": self.code}, callback=True)
@@ -225,13 +227,16 @@ def test_a_reconnect_resumes_the_same_round(app, clock):
         round_state["id"], round_state["deadline"], 1)
 
 
-def test_a_second_tab_gets_the_state_pushed(app, clock):
+def test_a_second_tab_takes_over_and_the_first_is_told(app, clock):
     one, two = Browser(app, "tabs-1"), Browser(app, "tabs-1")
     assert one.join()["ok"] and two.join()["ok"]
-    two.client.get_received()
-    one.submit("consent", {"agree": True})
-    pushed = [m for m in two.client.get_received() if m["name"] == "state"]
-    assert pushed and pushed[-1]["args"][0]["step"] == "themes"
+    told = [m for m in one.client.get_received() if m["name"] == "elsewhere"]
+    assert told and told[-1]["args"][0]["reason"] == "other-tab"
+    reply = one.send("submit", {"step": "consent", "data": {"agree": True}})
+    assert reply["reason"] == "elsewhere" and "another tab" in reply["detail"]
+    assert two.submit("consent", {"agree": True})["step"] == "themes"
+    assert one.join()["ok"]  # the first tab may take the study back
+    assert two.send("submit", {"step": "themes", "data": {}})["reason"] == "elsewhere"
 
 
 def test_the_teammate_works_to_its_schedule_and_is_stored_at_the_close(app, clock):
@@ -272,7 +277,8 @@ def refusal(app: Any, browser: Browser, event: str, payload: Any, reason: str) -
 
 def test_forged_malformed_out_of_order_and_duplicate_messages_change_nothing(app, clock):
     you = Browser(app, "forger-1")
-    refusal(app, you, "submit", {"msg_id": msg(), "step": "consent", "data": {}}, "not-joined")
+    reply = you.send("submit", {"step": "consent", "data": {}})
+    assert reply["reason"] == "not-joined" and db(app).db["rejections"].count == 0
     assert you.join()["ok"]
     refusal(app, you, "submit", "nonsense", "malformed")
     refusal(app, you, "submit", {"step": "consent", "data": {"agree": True}}, "missing-msg-id")
@@ -304,7 +310,7 @@ def test_forged_malformed_out_of_order_and_duplicate_messages_change_nothing(app
     refusal(app, you, "cookie", {"msg_id": msg(), "round_id": True, "content": []}, "malformed")
     assert you.cookie(round_state)["ok"]
     reasons = [r["reason"] for r in rows(app, "SELECT reason FROM rejections ORDER BY id")]
-    assert len(reasons) == 15
+    assert len(reasons) == 14
 
 
 def test_an_unknown_code_is_refused(app):
@@ -346,7 +352,9 @@ def test_withdrawing_at_debrief_deletes_everything_but_the_withdrawal(app, clock
 def test_conditions_alternate_between_participants(app):
     orders = []
     for code in ("order-1", "order-2", "order-3"):
-        Browser(app, code)
+        you = Browser(app, code)
+        assert you.join()["ok"]
+        you.submit("consent", {"agree": True})  # the order is assigned at consent
         orders.append(json.loads(rows(app, "SELECT condition_order FROM participants "
                                            "WHERE code = ?", code)[0]["condition_order"]))
     assert orders == [["efficient", "fair"], ["fair", "efficient"], ["efficient", "fair"]]
@@ -358,7 +366,9 @@ def test_study2_solves_fea_with_the_pool_bounds_and_shows_transparency(tmp_path,
     app = make_app(tmp_path, teammates, clock, protocol=STUDY2)
     for code in ("first-one", "fea-1"):  # study2's links come from the console
         journey(app).enrol(code)
-    Browser(app, "first-one")
+    first = Browser(app, "first-one")
+    assert first.join()["ok"]
+    first.submit("consent", {"agree": True})
     you = Browser(app, "fea-1")
     assert you.join()["ok"]
     you.submit("consent", {"agree": True})
@@ -383,7 +393,7 @@ def test_pages_record_recruitment_ids(app):
     assert web.get("/p/prolific-1?PROLIFIC_PID=p1&STUDY_ID=s1").status_code == 200
     assert json.loads(rows(app, "SELECT external_ids FROM participants")[0]["external_ids"]) == {
         "PROLIFIC_PID": "p1", "STUDY_ID": "s1"}
-    started = web.get("/start?PROLIFIC_PID=p2")
+    started = app.test_client().get("/start?PROLIFIC_PID=p2")  # another browser
     assert started.status_code == 302 and "/p/" in started.headers["Location"]
     assert db(app).db["participants"].count == 2
     assert web.get("/p/bad code!").status_code == 404

@@ -51,6 +51,15 @@ def msg() -> str:
     return f"test-msg-{next(_ids):06d}"
 
 
+def page_socket(app: Any, code: str, browser: Any = None) -> tuple[Any, Any]:
+    """A Socket.IO test client of a browser (a Flask test client, new unless given) that
+    loaded the participant's page: its cookies, the key the code is bound to, reach the
+    socket's handshake. The same ``browser`` again is another tab of that browser."""
+    browser = browser or app.test_client()
+    browser.get(f"/p/{code}")
+    return app.extensions["socketio"].test_client(app, flask_test_client=browser), browser
+
+
 def make_app(tmp_path: Path, teammates: PoolTeammates, clock: FakeClock,
              protocol: Path = DEMO, **config: Any) -> Any:
     return create_app({"PROTOCOL": protocol, "DATABASE": tmp_path / "study.sqlite",

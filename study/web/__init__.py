@@ -6,7 +6,9 @@ Config keys: ``PROTOCOL`` (path, required), ``DATABASE`` (default ``var/<name>.s
 ``SCHEDULER`` (start the round scheduler thread, default True),
 ``ASYNC_MODE`` (Socket.IO's: ``threading`` by default, ``gevent`` under ``study serve``),
 ``MESSAGE_QUEUE`` (a Redis URL shared by several server processes, default none),
-``STUDY_CONSOLE_PASSWORD`` (the experimenter console's; see ``study.web.auth``).
+``STUDY_CONSOLE_PASSWORD`` (the experimenter console's; see ``study.web.auth``),
+``STUDY_TRUST_PROXY`` (trust a proxy's forwarded headers; see ``study.web.security``),
+``ENROL_RATE_LIMIT`` (new participants per client address, e.g. ``"600 per minute"``).
 ``SECRET_KEY`` defaults to ``STUDY_SECRET_KEY`` from the environment (the same on every
 process) or a random one.
 """
@@ -24,8 +26,9 @@ from flask_socketio import SocketIO
 
 from study.protocol import load_protocol
 from study.storage import Storage
-from study.web import console, participant, sockets
+from study.web import console, participant, security, sockets
 from study.web.admission import MAX_TRANSPORT_BYTES
+from study.web.inputs import PacketJSON
 from study.web.journey import Journey
 from study.web.processes import Processes
 from study.web.scheduler import Scheduler
@@ -48,7 +51,7 @@ def create_app(config: dict[str, Any]) -> Flask:
         protocol, Path(config.get("POOL_DIR", "var/pools")))
     socketio = SocketIO(app, async_mode=config.get("ASYNC_MODE", "threading"),
                         message_queue=config.get("MESSAGE_QUEUE"),
-                        max_http_buffer_size=MAX_TRANSPORT_BYTES)
+                        max_http_buffer_size=MAX_TRANSPORT_BYTES, json=PacketJSON)
     clock = config.get("CLOCK", time.time)
     # With the clock running, a team is formed off the scheduler's thread; without it
     # (tests drive ``tick`` by hand) at once, so what follows a tick is deterministic.
@@ -62,6 +65,7 @@ def create_app(config: dict[str, Any]) -> Flask:
     app.extensions["connections"] = sockets.register(socketio, journey, processes)
     app.register_blueprint(participant.blueprint)
     console.init_app(app)
+    security.init_app(app)
     recover(journey, processes)
     if app.config["SCHEDULER"]:
         scheduler = Scheduler(journey, processes)

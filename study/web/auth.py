@@ -2,9 +2,12 @@
 
 The password comes from the app's config or the ``STUDY_CONSOLE_PASSWORD`` environment
 variable. Without one the console runs in demo mode: open to anyone who reaches the server,
-and labelled so on every page. A login stores a fingerprint of the password in the signed
-session cookie, so changing the password logs everyone out. Every form post carries a
-per-session CSRF token.
+and labelled so on every page. A login stores a fingerprint of the password and a random
+session secret in the signed session cookie; the secret's hash is kept in the database
+(``console_sessions``) and checked on every console request, so a logout (which deletes
+it) revokes the session on every server process, even for a copy of the cookie kept from
+before. Changing the password logs everyone out. Every form post carries a per-session
+CSRF token. Failed logins are limited per client address (``study.web.security``).
 """
 
 from __future__ import annotations
@@ -14,8 +17,6 @@ import hashlib
 import hmac
 import os
 import secrets
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,8 +27,8 @@ SESSION_KEY = "console_auth"
 CSRF_KEY = "console_csrf"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "X-CSRF-Token"
-LOGIN_ATTEMPTS = 5  # failed logins per address ...
-LOGIN_WINDOW = 60.0  # ... within this many seconds before further tries are refused
+SESSION_SECRET_KEY = "console_session"
+SEEN_EVERY = 60.0  # seconds between updates of a session's ``seen_at``
 
 
 def password() -> str | None:
@@ -44,28 +45,64 @@ def _fingerprint(secret: str) -> str:
     return hashlib.sha256(("console:" + secret).encode()).hexdigest()
 
 
+def _storage() -> Any:
+    return current_app.extensions["study"].storage
+
+
+def _now() -> float:
+    return float(current_app.extensions["study"].clock())
+
+
+def _session_id(token: str) -> str:
+    return hashlib.sha256(("console-session:" + token).encode()).hexdigest()
+
+
 def logged_in() -> bool:
     secret = password()
     if secret is None:
         return True
-    stored = session.get(SESSION_KEY)
-    return isinstance(stored, str) and hmac.compare_digest(stored, _fingerprint(secret))
+    stored, token = session.get(SESSION_KEY), session.get(SESSION_SECRET_KEY)
+    if not (isinstance(stored, str) and isinstance(token, str)
+            and hmac.compare_digest(stored, _fingerprint(secret))):
+        return False
+    return _session_alive(_session_id(token))
 
 
-def log_in(attempt: str) -> bool:
-    """Check a password attempt; on success the session is marked logged in."""
+def _session_alive(session_id: str) -> bool:
+    """Whether the server still holds the session (logout deletes it); notes when seen."""
+    storage = _storage()
+    row = storage.one("SELECT seen_at FROM console_sessions WHERE id = ?", (session_id,))
+    if row is None:
+        return False
+    now = _now()
+    if now - row["seen_at"] >= SEEN_EVERY:
+        storage.update("console_sessions", session_id, {"seen_at": now})  # type: ignore[arg-type]
+    return True
+
+
+def log_in(attempt: str, remote_addr: str | None) -> bool:
+    """Check a password attempt; on success a new server-side session is opened."""
     secret = password()
     if secret is None or not hmac.compare_digest(attempt.encode(), secret.encode()):
         return False
     session.clear()
+    token = secrets.token_urlsafe(32)
+    now = _now()
+    _storage().insert("console_sessions", {"id": _session_id(token), "created_at": now,
+                                           "seen_at": now, "remote_addr": remote_addr})
     session[SESSION_KEY] = _fingerprint(secret)
+    session[SESSION_SECRET_KEY] = token
     session.permanent = False
     return True
 
 
 def log_out() -> None:
-    session.pop(SESSION_KEY, None)
-    session.pop(CSRF_KEY, None)
+    """Revoke the session on the server, then forget it in the cookie."""
+    token = session.get(SESSION_SECRET_KEY)
+    if isinstance(token, str):
+        with _storage().event() as db:
+            db.execute("DELETE FROM console_sessions WHERE id = ?", (_session_id(token),))
+    session.clear()
 
 
 def csrf_token() -> str:
@@ -95,25 +132,3 @@ def console_required(view: Callable[..., Any]) -> Callable[..., Any]:
             check_csrf()
         return view(*args, **kwargs)
     return guarded
-
-
-class LoginThrottle:
-    """Failed logins per remote address in a sliding window: guessing stays slow."""
-
-    def __init__(self, attempts: int = LOGIN_ATTEMPTS, window: float = LOGIN_WINDOW) -> None:
-        self.attempts = attempts
-        self.window = window
-        self.failures: dict[str, list[float]] = {}
-        self.lock = threading.Lock()
-
-    def allowed(self, address: str, now: float | None = None) -> bool:
-        now = time.monotonic() if now is None else now
-        with self.lock:
-            recent = [t for t in self.failures.get(address, []) if now - t < self.window]
-            self.failures[address] = recent
-            return len(recent) < self.attempts
-
-    def failed(self, address: str, now: float | None = None) -> None:
-        with self.lock:
-            self.failures.setdefault(address, []).append(
-                time.monotonic() if now is None else now)

@@ -1,9 +1,10 @@
 """Counterbalancing the order of conditions across participants.
 
 A plain alternation by enrolment count drifts: people who decline, withdraw or are aborted
-still take their turn. Like psiTurk's condition counts, the balance here counts everyone who
-holds an order and may still contribute data (links handed out, people in progress, people
-finished) and leaves out those who never will.
+still take their turn, and anonymous page loads can steer who gets what. So an order is
+assigned only at consent (in the consent's write transaction, so two processes count each
+other), and the balance counts only participants who consented and may still contribute
+data (in progress or finished), leaving out those who never will.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def order_counts(storage: Any, candidates: list[list[str]]) -> list[int]:
     """How many participants who may still contribute data hold each candidate order."""
     rows = storage.all(
         "SELECT condition_order FROM participants p WHERE condition_order IS NOT NULL "
-        f"AND step NOT IN ({', '.join('?' * len(LOST_STEPS))}) "
+        f"AND consent = 'given' AND step NOT IN ({', '.join('?' * len(LOST_STEPS))}) "
         + _not_aborted_clause(storage), LOST_STEPS)
     held = [json.loads(row["condition_order"]) for row in rows]
     return [sum(1 for order in held if order == candidate) for candidate in candidates]

@@ -31,10 +31,11 @@ from flask import (
 from flask_socketio import SocketIO, disconnect
 
 from study.export import build_export, record_server_run, zip_export
-from study.web import auth, holds, live
+from study.web import auth, binding, holds, live, security
 from study.web.rejections import Rejected
 
 blueprint = Blueprint("console", __name__, url_prefix="/console")
+security.limiter.limit(security.CONSOLE_LIMIT)(blueprint)
 NAMESPACE = "/console"
 MAX_LINKS = 500
 PUSH_INTERVAL = 0.5  # seconds between checks for a changed snapshot
@@ -61,21 +62,23 @@ def _log(action: str, note: str = "", **detail: Any) -> None:
 
 
 @blueprint.route("/login", methods=["GET", "POST"])
+@security.limiter.limit(security.LOGIN_LIMIT, methods=["POST"],
+                        deduct_when=lambda response: response.status_code == 403,
+                        error_message="too many failed logins from this address; wait a minute")
 def login() -> Any:
+    """Failed logins are limited per client address (shared by every server process):
+    guessing stays slow, and a lockout of one address never refuses the experimenter at
+    another (docs/study-day.md)."""
     if auth.demo_mode():
         return redirect(url_for("console.index"))
     error = None
     if request.method == "POST":
         auth.check_csrf()
-        throttle: auth.LoginThrottle = current_app.extensions["console_throttle"]
-        if not throttle.allowed(_address()):
-            abort(429, description="too many failed logins; wait a minute")
-        if auth.log_in(request.form.get("password", "")):
+        if auth.log_in(request.form.get("password", ""), _address()):
             _log("login")
             target = request.args.get("next", "")
             return redirect(target if target.startswith("/console") else url_for(
                 "console.index"))
-        throttle.failed(_address())
         _log("login-failed")
         error = "Wrong password."
     return render_template("console/login.html", error=error, csrf=auth.csrf_token(),
@@ -103,8 +106,12 @@ def current_snapshot(app: Flask) -> dict[str, Any]:
     journey = app.extensions["study"]
     counts = connection_counts(app)
     tracked = "connections" in app.extensions
-    return live.snapshot(journey.storage, journey.clock(),
-                         lambda code: counts[code] if tracked else -1)
+    snapshot = live.snapshot(journey.storage, journey.clock(),
+                             lambda code: counts[code] if tracked else -1)
+    # Messages of connections that never joined: only counted, never stored.
+    snapshot["unjoined_messages"] = (app.extensions["connections"].unjoined_count.total()
+                                     if tracked else None)
+    return snapshot
 
 
 @blueprint.get("/")
@@ -144,10 +151,9 @@ def create_links() -> Any:
         abort(400, description="count must be a whole number")
     if not 1 <= count <= MAX_LINKS:
         abort(400, description=f"create between 1 and {MAX_LINKS} links at a time")
-    participants = [study().enrol() for _ in range(count)]
+    participants = [study().enrol(origin="console") for _ in range(count)]
     codes = [p["code"] for p in participants]
-    _log("create-links", request.form.get("note", ""), codes=codes,
-         orders=[json.loads(p["condition_order"]) for p in participants])
+    _log("create-links", request.form.get("note", ""), codes=codes)
     return redirect(url_for("console.index", created=",".join(codes)))
 
 
@@ -176,6 +182,8 @@ def participant_action(code: str) -> Any:
     action = request.form.get("action", "")
     if action == "withdraw":
         return _withdraw(code, request.form.get("note", ""))
+    if action == "release":
+        return _release(participant, request.form.get("note", ""))
     try:
         holds.apply_action(study().storage, participant, action,
                            request.form.get("note", ""), _address(), _now())
@@ -192,6 +200,15 @@ def _withdraw(code: str, reason: str) -> Any:
     except Rejected as rejection:
         abort(400, description=rejection.detail or rejection.reason)
     return _done("withdraw", code)
+
+
+def _release(participant: dict[str, Any], note: str) -> Any:
+    """Free the code from the browser it is bound to, so the participant can go on in
+    another one (``study.web.binding``); logged."""
+    released = binding.release(study().storage, participant)
+    holds.log_action(study().storage, "release", note, _address(), _now(),
+                     {"code": participant["code"], "was_bound": released})
+    return _done("release", participant["code"])
 
 
 def _done(action: str, code: str) -> Any:
@@ -291,7 +308,6 @@ def init_app(app: Flask) -> None:
     holds.ensure_tables(journey.storage)
     record_server_run(journey.storage, Path(journey.protocol.path), journey.protocol.name,
                       getattr(journey.teammates, "name", None), journey.clock())
-    app.extensions["console_throttle"] = auth.LoginThrottle()
     app.register_blueprint(blueprint)
     pusher = Pusher(app, socketio)
     app.extensions["console_pusher"] = pusher

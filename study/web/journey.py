@@ -14,16 +14,19 @@ import logging
 import re
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from study.protocol import Protocol
 from study.solver import Policy
 from study.storage import Storage, to_json
+from study.web import binding
 from study.web.admission import Admission
 from study.web.balance import balanced_order
 from study.web.pages import TERMINAL
 from study.web.playing import Rounds
+from study.web.processes import Processes
 from study.web.rejections import Rejected
 from study.web.state import PageState
 from study.web.steps import Steps
@@ -33,6 +36,7 @@ from study.web.teammate import TeammateSource, algorithm_for
 MSG_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 CODE = re.compile(r"^[A-Za-z0-9_-]{3,64}$")
 EXTERNAL_ID_LIMIT = 512
+EXPIRY_CHECK_SECONDS = 60.0
 log = logging.getLogger(__name__)
 
 Notify = Callable[[str, str, dict[str, Any]], None]
@@ -68,33 +72,75 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         self.schedules: dict[int, list[float]] = {}
         self.pushes: list[tuple[str, str, dict[str, Any]]] = []
         self.admission = Admission(storage, clock)
+        self.expired_at = -EXPIRY_CHECK_SECONDS
         for condition in protocol.conditions:
             algorithm_for(condition, teammates.fea_bounds)  # fail at start, not mid-study
 
     # --- enrolment and joining ----------------------------------------------------------
 
-    def enrol(self, code: str | None = None,
-              external_ids: dict[str, str] | None = None) -> dict[str, Any]:
-        """The participant with this code, created if new; recruitment ids are recorded.
+    def enrol(self, code: str | None = None, external_ids: dict[str, str] | None = None,
+              origin: str = "console") -> dict[str, Any]:
+        """The participant with this code (or, without a code, with the recruitment id of
+        the protocol's ``id_parameter``), created if new; recruitment ids are recorded.
+        The reply's ``created`` says whether the participant is new.
 
-        One write transaction, so two processes enrolling at once see each other's
-        participants when they count the condition orders."""
+        The condition order is assigned at consent, not here (``_consent``): someone who
+        never consents holds nothing, so page loads cannot steer the counterbalancing.
+        Unconsented participants who came by an open link or a recruitment id expire
+        (``expire_unconsented``). One write transaction, so two processes enrolling the
+        same recruitment id at once make one participant."""
         if code is not None and not CODE.match(code):
             raise Rejected("bad-code", "codes are 3-64 letters, digits, '-' or '_'")
         ids = {k[:64]: str(v)[:EXTERNAL_ID_LIMIT] for k, v in (external_ids or {}).items()}
+        recruitment_id = self._recruitment_id(ids)
+        self.expire_unconsented()
         with self.storage.event() as db:
-            code = code or self._new_code()
-            existing = self.storage.participant(code)
+            existing = self._find(code, recruitment_id)
             if existing is not None:
-                self._add_external_ids(existing, ids)
-            else:
-                now = self.clock()
-                pid = db["participants"].insert({
-                    "code": code, "protocol": self.protocol.name, "created_at": now,
-                    "step": "consent", "condition_order": to_json(self._condition_order()),
-                    "external_ids": to_json(ids) if ids else None}).last_pk
-                db["steps"].insert({"participant_id": pid, "step": "consent", "at": now})
-        return self.storage.participant(code)  # type: ignore[return-value]
+                self._add_external_ids(existing, ids, recruitment_id)
+                return {**self.storage.participant(existing["code"]), "created": False}  # type: ignore[dict-item]
+            code = code or self._new_code()
+            now = self.clock()
+            pid = db["participants"].insert({
+                "code": code, "protocol": self.protocol.name, "created_at": now,
+                "step": "consent", "external_ids": to_json(ids) if ids else None,
+                "recruitment_id": recruitment_id,
+                "origin": "recruitment" if recruitment_id and origin == "open" else origin,
+            }).last_pk
+            db["steps"].insert({"participant_id": pid, "step": "consent", "at": now})
+        return {**self.storage.participant(code), "created": True}  # type: ignore[dict-item]
+
+    def _recruitment_id(self, ids: dict[str, str]) -> str | None:
+        parameter = self.protocol.recruitment.id_parameter
+        value = ids.get(parameter, "").strip() if parameter else ""
+        return value or None
+
+    def _find(self, code: str | None, recruitment_id: str | None) -> dict[str, Any] | None:
+        """The participant of the code, else of the recruitment id (when no code is given);
+        a code given but unknown is a new participant, whose recruitment id is set only if
+        no other participant has it."""
+        if code is not None:
+            return self.storage.participant(code)
+        if recruitment_id is None:
+            return None
+        return self.storage.one("SELECT * FROM participants WHERE recruitment_id = ?",
+                                (recruitment_id,))
+
+    def expire_unconsented(self, force: bool = False) -> int:
+        """Delete participants who came by an open link or a recruitment id and have not
+        consented within ``unconsented_expiry_minutes`` (they hold no condition order and
+        no data; links the experimenter created never expire). At most once a minute per
+        process unless ``force``; returns how many expired."""
+        if not force and time.monotonic() - self.expired_at < EXPIRY_CHECK_SECONDS:
+            return 0
+        self.expired_at = time.monotonic()
+        cutoff = self.clock() - self.protocol.recruitment.unconsented_expiry_minutes * 60.0
+        with self.storage.event():
+            rows = self.storage.all(
+                "SELECT id FROM participants WHERE step = 'consent' AND consent IS NULL AND "
+                "created_at < ? AND origin IN ('open', 'recruitment')", (cutoff,))
+            self.storage.delete_participants([row["id"] for row in rows])
+        return len(rows)
 
     def _new_code(self) -> str:
         while True:
@@ -107,22 +153,53 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         (``study.web.balance``)."""
         return balanced_order(self.storage, self.protocol)
 
-    def _add_external_ids(self, participant: dict[str, Any], ids: dict[str, str]) -> None:
+    def _add_external_ids(self, participant: dict[str, Any], ids: dict[str, str],
+                          recruitment_id: str | None) -> None:
         if not ids or participant["step"] in TERMINAL:
             return
         known = json.loads(participant["external_ids"] or "{}")
         if {**known, **ids} != known:
             self.storage.update("participants", participant["id"],
                                 {"external_ids": to_json({**known, **ids})})
+        if recruitment_id and participant["recruitment_id"] is None and self._find(
+                None, recruitment_id) is None:
+            self.storage.update("participants", participant["id"],
+                                {"recruitment_id": recruitment_id})
 
     def join(self, code: Any) -> dict[str, Any]:
-        """Bind a connection to a participant: the reply is the state rebuilt from SQLite."""
+        """Check a connection's code: the reply is the state rebuilt from SQLite. (The web
+        layer then binds the connection with ``claim``.) An unknown code is not logged:
+        nothing is stored for connections that never joined."""
         if not isinstance(code, str) or not CODE.match(code):
             return self._refuse(None, "join", None, Rejected("bad-code"), {"code": code})
         if self.storage.participant(code) is None:
             return self._refuse(None, "join", None,
                                 Rejected("unknown-participant", code), {"code": code})
         return {"ok": True, "state": self.state(code)}
+
+    def claim(self, code: str, browser: str, sid: str, processes: Processes) -> list[str] | None:
+        """Bind the code to this browser and record the connection as its one tab, in one
+        transaction (``study.web.binding``); returns the sids of the tabs it displaced, or
+        None when another browser holds the code."""
+        idle = self.protocol.recruitment.binding_idle_minutes * 60.0
+        with self.storage.event():
+            participant = self.storage.participant(code)
+            if participant is None or not binding.claim(self.storage, participant, browser,
+                                                        self.clock(), idle):
+                return None
+            displaced = binding.displace(self.storage, code, sid)
+            processes.connected(sid, code)
+        return displaced
+
+    def refuse(self, event: str, code: str, rejection: Rejected, payload: Any,
+               with_state: bool = True) -> dict[str, Any]:
+        """Log and answer a message the web layer refuses before ``handle`` (a payload too
+        deep to decode, another browser's join); the state only goes to the code's own tab."""
+        participant = self.storage.participant(code)
+        reply = self._refuse(participant, event, None, rejection, payload)
+        if not with_state:
+            reply.pop("state", None)
+        return reply
 
     # --- messages -----------------------------------------------------------------------
 
@@ -179,9 +256,10 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
 
     def _refuse(self, participant: dict[str, Any] | None, event: str, msg_id: Any,
                 rejection: Rejected, payload: Any) -> dict[str, Any]:
-        self.storage.reject(participant["id"] if participant else None, event,
-                            msg_id if isinstance(msg_id, str) else None, rejection.reason,
-                            rejection.detail, payload, self.clock())
+        if participant is not None:  # refusals of unknown senders are only counted
+            self.storage.reject(participant["id"], event,
+                                msg_id if isinstance(msg_id, str) else None, rejection.reason,
+                                rejection.detail, payload, self.clock())
         reply: dict[str, Any] = {"ok": False, "error": "rejected", "reason": rejection.reason,
                                  "detail": rejection.detail}
         if participant is not None and self.storage.participant(participant["code"]):

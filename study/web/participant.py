@@ -1,24 +1,31 @@
 """The participant's pages: links with a code, recruitment-platform parameters recorded.
 
 The page itself is one shell; the study's steps are drawn by ``static/js/bakery.js`` from the
-state the server sends over Socket.IO.
+state the server sends over Socket.IO. Every page gives the browser its secret cookie (the
+key the code is bound to, ``study.web.binding``) and remembers the participant's code in a
+cookie, so ``/start``, Back, a reload or a reopened tab land where the participant is. With
+the protocol's ``[recruitment] id_parameter`` the same recruitment id always resumes the
+same participant (``docs/recruitment.md``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import (
     Blueprint,
     Response,
-    abort,
     current_app,
+    g,
+    make_response,
     redirect,
     render_template,
     request,
     url_for,
 )
 
-from study.web import withdrawal
-from study.web.journey import Journey
+from study.web import binding, security, withdrawal
+from study.web.journey import CODE, Journey
 from study.web.rejections import Rejected
 
 blueprint = Blueprint("participant", __name__)
@@ -39,25 +46,76 @@ def index() -> str:
     return render_template("index.html", protocol=journey().protocol)
 
 
+def _created(response: Response) -> bool:
+    """Only requests that created a participant count towards the enrolment limit."""
+    return bool(g.get("enrolled"))
+
+
+def _remembered() -> dict[str, Any] | None:
+    """The participant this browser was last (its code cookie), if still known."""
+    code = request.cookies.get(binding.CODE_COOKIE, "")
+    return journey().storage.participant(code) if CODE.match(code) else None
+
+
 @blueprint.get("/start")
-def start() -> Response:
-    """A fresh participant for links without a code (e.g. a recruitment platform)."""
-    if not journey().protocol.open_enrolment:
-        abort(404)
-    participant = journey().enrol(None, external_ids())
-    return redirect(url_for("participant.page", code=participant["code"]))  # type: ignore[return-value]
+@security.limiter.limit(security.enrol_limit, deduct_when=_created)
+def start() -> Any:
+    """The start link of a recruitment platform (or an open study): the participant of the
+    recruitment id, else the one this browser remembers, else a new one if enrolment is
+    open; a closed study without either says so."""
+    study = journey()
+    ids = external_ids()
+    parameter = study.protocol.recruitment.id_parameter
+    if parameter and ids.get(parameter, "").strip():
+        participant = study.enrol(None, ids, origin="recruitment")
+    else:
+        participant = _remembered()
+        if participant is None and study.protocol.open_enrolment:
+            participant = study.enrol(None, ids, origin="open")
+    if participant is None:
+        return _not_found("closed")
+    g.enrolled = participant.get("created", False)
+    return _remember(redirect(url_for("participant.page", code=participant["code"])),
+                     participant["code"])
 
 
 @blueprint.get("/p/<code>")
-def page(code: str) -> str:
+@security.limiter.limit(security.enrol_limit, deduct_when=_created)
+def page(code: str) -> Any:
+    """The participant's page; an unknown code creates a participant only when enrolment
+    is open (a mistyped link in a closed study gets a clear page, nothing is stored)."""
     study = journey()
     try:
-        if study.storage.participant(code) is None and not study.protocol.open_enrolment:
-            abort(404)
-        study.enrol(code, external_ids())
+        known = study.storage.participant(code) is not None
+        if not known and not study.protocol.open_enrolment:
+            return _not_found("unknown")
+        participant = study.enrol(code, external_ids(), origin="open")
     except Rejected:
-        abort(404)
-    return render_template("participant.html", code=code, protocol=study.protocol)
+        return _not_found("unknown")
+    g.enrolled = participant.get("created", False)
+    recruitment = study.protocol.recruitment
+    page_html = render_template("participant.html", code=code, protocol=study.protocol,
+                                completion_url=recruitment.completion_url or "",
+                                return_url=recruitment.return_url or "")
+    return _remember(make_response(page_html), code)
+
+
+def _not_found(reason: str) -> tuple[str, int]:
+    """A clear page for a link that leads to no participant (nothing is created)."""
+    return render_template("link.html", protocol=journey().protocol, reason=reason,
+                           return_url=journey().protocol.recruitment.return_url), 404
+
+
+def _remember(response: Response, code: str) -> Response:
+    """Give the browser its secret (once) and remember the participant's code."""
+    days = binding.COOKIE_DAYS * 24 * 3600
+    if binding.browser_of(request.cookies.get(binding.BROWSER_COOKIE)) is None:
+        response.set_cookie(binding.BROWSER_COOKIE, binding.new_secret(), max_age=days,
+                            **security.cookie_options())  # type: ignore[arg-type]
+    response.set_cookie(binding.CODE_COOKIE, code, max_age=days,
+                        **security.cookie_options())  # type: ignore[arg-type]
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 @blueprint.get("/withdraw/<token>")

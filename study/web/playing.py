@@ -16,6 +16,7 @@ from study.protocol import TASK_NAMES, Protocol
 from study.solver import Policy
 from study.storage import Storage, to_json
 from study.web import rounds
+from study.web.inputs import whole
 from study.web.pages import ROUND_STEPS
 from study.web.rejections import Rejected
 from study.web.targets import matches
@@ -46,9 +47,7 @@ class Rounds:
     def _start_round(self, participant: dict[str, Any], payload: dict[str, Any],
                      now: float) -> None:
         step = participant["step"]
-        number = payload.get("round")
-        if not isinstance(number, int) or isinstance(number, bool):
-            raise Rejected("malformed", "round must be a whole number")
+        number = whole(payload.get("round"), "round")
         if step not in ROUND_STEPS:
             raise Rejected("out-of-order", f"no rounds at step {step}")
         session = self._session(participant["id"], ROUND_STEPS[step])
@@ -92,8 +91,8 @@ class Rounds:
                 "held_before": to_json(held.tolist()), "at": now})
 
     def _cookie(self, participant: dict[str, Any], payload: dict[str, Any], now: float) -> None:
-        round_id, content = payload.get("round_id"), payload.get("content")
-        if not isinstance(round_id, int) or isinstance(round_id, bool) or content is None:
+        round_id, content = whole(payload.get("round_id"), "round_id"), payload.get("content")
+        if content is None:
             raise Rejected("malformed", "cookie needs round_id (whole number) and content")
         row = self.storage.one("SELECT * FROM rounds WHERE id = ? AND participant_id = ?",
                                (round_id, participant["id"]))

@@ -15,6 +15,7 @@ from typing import Any
 from study.protocol import Protocol
 from study.storage import Storage
 from study.web import rounds
+from study.web.inputs import whole
 from study.web.pages import ROUND_STEPS
 from study.web.rejections import Rejected
 
@@ -109,8 +110,8 @@ class PartialCookies:
     def _progress(self, participant: dict[str, Any], payload: dict[str, Any],
                   now: float) -> None:
         """Store one placed element: the cookie as now decorated, checked on the server."""
-        round_id, content = payload.get("round_id"), payload.get("content")
-        if not isinstance(round_id, int) or isinstance(round_id, bool) or content is None:
+        round_id, content = whole(payload.get("round_id"), "round_id"), payload.get("content")
+        if content is None:
             raise Rejected("malformed", "progress needs round_id (whole number) and content")
         row = self.storage.one("SELECT * FROM rounds WHERE id = ? AND participant_id = ?",
                                (round_id, participant["id"]))

@@ -4,6 +4,12 @@ A connection is bound to a participant code by ``join`` and the sid only maps to
 the state always comes from the database, so a reconnect (new sid) is just another join.
 Each process also records its connections in the database (``study.web.processes``) so the
 console counts those of every process.
+
+A join must come from the browser the code is bound to (``study.web.binding``: the page's
+browser cookie reaches the Socket.IO handshake), and the newest tab of that browser wins.
+Connections that never joined cost nothing but a counter: their messages are answered
+without touching the database, and a connection that sends ``PRE_JOIN_LIMIT`` messages
+without joining, or ``REFUSAL_LIMIT`` refused messages in a row, is disconnected.
 """
 
 from __future__ import annotations
@@ -12,24 +18,40 @@ import threading
 from typing import Any
 
 from flask import request
-from flask_socketio import SocketIO, join_room
+from flask_socketio import SocketIO, disconnect, join_room
 
+from study.web import binding
+from study.web.counters import UNJOINED, Counter
+from study.web.inputs import TOO_DEEP
 from study.web.journey import Journey
 from study.web.processes import Processes
+from study.web.rejections import Rejected
 
 EVENTS = ("submit", "start_round", "cookie", "progress", "withdraw")
+PRE_JOIN_LIMIT = 10  # messages (joins included) a connection may send before joining
+REFUSAL_LIMIT = 100  # refused messages in a row before a joined connection is dropped
+ELSEWHERE = {
+    "other-tab": "this study is open in another tab",
+    "other-browser": "this study is open in another browser",
+}
 
 
 class Connections:
-    """Which participant code each live connection joined as."""
+    """Which participant code each live connection joined as, and what each one sent
+    without success (the per-connection limits)."""
 
-    def __init__(self) -> None:
+    def __init__(self, unjoined: Counter) -> None:
+        self.unjoined_count = unjoined  # the console's metric, over every process
         self.codes: dict[str, str] = {}
+        self.unjoined: dict[str, int] = {}
+        self.refused: dict[str, int] = {}
         self.lock = threading.Lock()
 
     def bind(self, sid: str, code: str) -> None:
         with self.lock:
             self.codes[sid] = code
+            self.unjoined.pop(sid, None)
+            self.refused.pop(sid, None)
 
     def code(self, sid: str) -> str | None:
         with self.lock:
@@ -38,19 +60,56 @@ class Connections:
     def drop(self, sid: str) -> None:
         with self.lock:
             self.codes.pop(sid, None)
+            self.unjoined.pop(sid, None)
+            self.refused.pop(sid, None)
+
+    def unjoined_message(self, sid: str) -> bool:
+        """Count a message of a connection that has not joined; False past the limit."""
+        with self.lock:
+            self.unjoined[sid] = self.unjoined.get(sid, 0) + 1
+            return self.unjoined[sid] <= PRE_JOIN_LIMIT
+
+    def answered(self, sid: str, reply: dict[str, Any]) -> bool:
+        """Count refusals in a row; False once a connection passes ``REFUSAL_LIMIT``."""
+        with self.lock:
+            self.refused[sid] = 0 if reply.get("ok") else self.refused.get(sid, 0) + 1
+            return self.refused[sid] <= REFUSAL_LIMIT
+
+
+def refusal(reason: str, detail: str) -> dict[str, Any]:
+    return {"ok": False, "error": "rejected", "reason": reason, "detail": detail}
 
 
 def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Connections:
-    connections = Connections()
+    connections = Connections(Counter(journey.storage, UNJOINED))
+
+    def not_joined(sid: str, reply: dict[str, Any]) -> dict[str, Any]:
+        """Answer a connection that has not joined: counted, never stored."""
+        connections.unjoined_count.add()
+        if not connections.unjoined_message(sid):
+            disconnect()
+        return reply
 
     @socketio.on("join")
-    def on_join(payload: Any) -> dict[str, Any]:
+    def on_join(payload: Any = None) -> dict[str, Any]:
+        sid = request.sid  # type: ignore[attr-defined]
         code = payload.get("code") if isinstance(payload, dict) else None
         reply = journey.join(code)
-        if reply["ok"]:
-            connections.bind(request.sid, code)  # type: ignore[attr-defined]
-            processes.connected(request.sid, code)  # type: ignore[attr-defined]
-            join_room(code)
+        if not reply["ok"]:
+            return not_joined(sid, reply)
+        browser = binding.browser_of(request.cookies.get(binding.BROWSER_COOKIE))
+        if browser is None:
+            return not_joined(sid, refusal("no-cookie", "load the participant page first: "
+                                                        "it gives this browser its cookie"))
+        displaced = journey.claim(code, browser, sid, processes)
+        if displaced is None:
+            return journey.refuse("join", code, Rejected(
+                "other-browser", ELSEWHERE["other-browser"]), payload, with_state=False)
+        connections.bind(sid, code)
+        join_room(code)
+        for other in displaced:
+            socketio.emit("elsewhere", {"reason": "other-tab",
+                                        "detail": ELSEWHERE["other-tab"]}, to=other)
         return reply
 
     @socketio.on("disconnect")
@@ -61,7 +120,22 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
 
     def handler(event: str) -> Any:
         def handle(payload: Any = None) -> dict[str, Any]:
-            return journey.handle(event, connections.code(request.sid), payload)  # type: ignore[attr-defined]
+            sid = request.sid  # type: ignore[attr-defined]
+            code = connections.code(sid)
+            if code is None:
+                return not_joined(sid, refusal("not-joined",
+                                               "send join with a participant code first"))
+            if not binding.current(journey.storage, sid, code):
+                connections.drop(sid)
+                return refusal("elsewhere", ELSEWHERE["other-tab"])
+            if payload is TOO_DEEP:
+                reply = journey.refuse(event, code, Rejected(
+                    "malformed", "the payload nests too deep"), None)
+            else:
+                reply = journey.handle(event, code, payload)
+            if not connections.answered(sid, reply):
+                disconnect()
+            return reply
         handle.__name__ = f"on_{event}"
         return handle
 

@@ -30,6 +30,7 @@ class Steps:
     pushes: list[tuple[str, str, dict[str, Any]]]
     state: Callable[[str], dict[str, Any]]
     flush: Callable[[], None]
+    _condition_order: Callable[[], list[str]]
 
     def _session(self, participant_id: int, number: int) -> dict[str, Any]:
         return self.storage.one("SELECT * FROM sessions WHERE participant_id = ? AND number = ?",
@@ -69,9 +70,10 @@ class Steps:
         agree = data.get("agree")
         if not isinstance(agree, bool):
             raise Rejected("malformed", "data.agree must be true or false")
-        if agree:
-            self.storage.update("participants", participant["id"],
-                                {"consent": "given", "consent_at": now})
+        if agree:  # the condition order is counterbalanced among those who consented
+            self.storage.update("participants", participant["id"], {
+                "consent": "given", "consent_at": now,
+                "condition_order": json.dumps(self._condition_order())})
             self._advance(participant["id"], "themes", now)
         else:
             self.storage.erase_participant(participant["id"], {
