@@ -1,8 +1,11 @@
 """One model of a cookie decorator, shared by the agent teammate and the bots.
 
 A participant's capability on a cookie type is measured as
-``clip(cookies per second / reference speed, 0.01, 0.99)``; a decorator with capability
-``c`` therefore works at ``c * reference speed`` cookies per second. Real people do not
+``clip(speed / reference speed, 0.01, 0.99)``, the speed in cookies per second counting the
+cookie unfinished at the deadline by its correct fraction (``docs/model.md``); a decorator
+with capability ``c`` therefore works at ``c * reference speed`` cookies per second. The
+protocols' reference speeds are calibrated to how fast people decorate
+(``study.bots.human``), so the teammate works at a person's pace. Real people do not
 finish cookies like a metronome, so the time per cookie is drawn from a gamma distribution
 with that mean and a coefficient of variation of about a quarter. The first cookie of a round
 takes the remaining part of a cookie in progress (the renewal process is started in its
