@@ -89,8 +89,10 @@ def _register_export(commands: argparse._SubParsersAction) -> None:
     export = commands.add_parser(
         "export", help=COMMANDS["export"],
         description="Write every tidy frame (participants, sessions, rounds, allocations, "
-                    "cookies, answers, practice, teammates) and the per-session outcomes "
-                    "and fairness over time as CSV, with metadata.json.")
+                    "cookies, answers, practice, teammates, status), the participant flow "
+                    "and the analysis set the protocol declares, and the per-session "
+                    "outcomes and fairness over time of that set as CSV, with "
+                    "metadata.json.")
     export.add_argument("database", type=Path, metavar="DB", help="the study's SQLite file")
     export.add_argument("--out", type=Path, required=True, help="output folder")
     export.set_defaults(handler=run_export)
@@ -119,15 +121,21 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def export_frames(data: load.StudyData, out: Path) -> list[Path]:
-    """Every tidy frame and the derived per-session frames as CSV, plus the metadata."""
-    from analysis import sessions
+    """Every tidy frame, the participant flow and the analysis set, and the derived
+    per-session frames of the analysis set as CSV, plus the metadata."""
+    from analysis import flow, report, sessions
 
     out.mkdir(parents=True, exist_ok=True)
     frames = dict(data.frames())
-    if not data.participants.empty:
-        frames["session_outcomes"] = sessions.session_outcomes(data)
+    study = report.prepare([data])
+    frames["participant_flow"] = flow.flow_table(study.stages)
+    frames["participant_stages"] = study.stages
+    frames["analysis_set"] = study.chosen.participants
+    frames["analysis_sessions"] = study.chosen.sessions
+    if not study.analysed.participants.empty:
+        frames["session_outcomes"] = sessions.session_outcomes(study.analysed)
         frames["session_fairness"], frames["round_fairness"] = (
-            sessions.session_fairness_over_time(data))
+            sessions.session_fairness_over_time(study.analysed))
     paths = []
     for name, frame in frames.items():
         paths.append(out / f"{name}.csv")

@@ -151,6 +151,11 @@ def test_report_without_pool_and_export(tmp_path):
                             "'collaborative'")[0][0]
     assert outcomes["cookies_team"].sum() == total
     assert (tmp_path / "csv" / "metadata.json").exists()
+    flow = pd.read_csv(tmp_path / "csv" / "participant_flow.csv").set_index("stage")
+    assert flow.loc["links created", "reached"] == query(
+        database, "SELECT COUNT(*) FROM participants")[0][0]
+    chosen = pd.read_csv(tmp_path / "csv" / "analysis_set.csv")
+    assert chosen["included"].all() and len(chosen) == 4
 
 
 def test_missing_database_is_a_clean_error(tmp_path, capsys):
