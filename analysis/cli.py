@@ -24,6 +24,17 @@ COMMANDS = {"report": "self-contained HTML report with tables and figures",
             "plan": "participants needed to detect a difference, by simulated power"}
 
 
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default only where it has one and its help does not already say
+    it in words."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default is None or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 def _pair(text: str) -> tuple[float, float]:
     try:
         lo, hi = (float(part) for part in text.split(","))
@@ -58,7 +69,7 @@ def _register_report(commands: argparse._SubParsersAction) -> None:
     defaults = report.ReportOptions()
     make = commands.add_parser(
         "report", help=COMMANDS["report"],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
         description="Write DIR/report.html (figures embedded), DIR/figures/*.png|svg and "
                     "DIR/tables/*.csv from the study database DB and, with --pool, the "
                     "simulation comparisons of a pool file. Several databases of the same "
@@ -158,7 +169,7 @@ def _register_plan(commands: argparse._SubParsersAction) -> None:
 
     defaults = PlanOptions()
     make = commands.add_parser(
-        "plan", help=COMMANDS["plan"], formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "plan", help=COMMANDS["plan"], formatter_class=DefaultsFormatter,
         description="Estimate by simulation how many participants (each meeting both "
                     "conditions) detect a difference in team cookies between two conditions "
                     "(the pool's teams, the conditions' policies and the decorator model) "

@@ -84,4 +84,5 @@ def test_help_shows_plain_numbers(capsys):
     with pytest.raises(SystemExit):
         cli.main(["report", "--help"])
     text = capsys.readouterr().out
-    assert "np.float64" not in text and "0.7" in text
+    assert "np.float64" not in text and "0.1, ..., 1" in text
+    assert "(default: None)" not in text and "(default: 100000)" in text
