@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 DEFAULT_PROTOCOL = Path("protocols/study1.toml")
 
@@ -79,17 +80,23 @@ def run(args: argparse.Namespace) -> int:
         server = Balanced(args.protocol, database, args.pools, args.host, args.port,
                           args.workers, args.message_queue)
     if not args.quiet:
-        _print_links(protocol.name, database, pool, args.host, args.port, args.workers)
+        _print_links(protocol, database, pool, args.host, args.port, args.workers)
     return server.run()
 
 
-def _print_links(name: str, database: Path, pool: Path, host: str, port: int,
+def _print_links(protocol: Any, database: Path, pool: Path, host: str, port: int,
                  workers: int) -> None:
     shown = "localhost" if host in ("0.0.0.0", "127.0.0.1") else host
     base = f"http://{shown}:{port}"
     processes = "1 process" if workers == 1 else f"{workers} processes behind HAProxy"
-    print(f"study {name}: database {database}, pool {pool.name}, {processes}")
-    print(f"  participant link (new participant): {base}/start")
+    recruitment = protocol.recruitment
+    print(f"study {protocol.name}: database {database}, pool {pool.name}, {processes}")
+    if recruitment.id_parameter:
+        print(f"  recruitment link: {base}/start?{recruitment.id_parameter}=<their id>")
+    if recruitment.open_enrolment:
+        print(f"  participant link (new participant): {base}/start")
+    else:
+        print("  participant links: create them in the console (open enrolment is off)")
     print(f"  participant link (with a code):     {base}/p/<code>")
     print(f"  experimenter console:               {base}/console"
           + ("" if console_password_set() else "  (DEMO MODE: no STUDY_CONSOLE_PASSWORD)"),
