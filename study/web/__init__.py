@@ -49,6 +49,8 @@ def create_app(config: dict[str, Any]) -> Flask:
     storage = Storage(config.get("DATABASE") or Path("var") / f"{protocol.name}.sqlite")
     teammates = config.get("TEAMMATES") or PoolTeammates.for_protocol(
         protocol, Path(config.get("POOL_DIR", "var/pools")))
+    if hasattr(teammates, "prepare"):
+        teammates.prepare()
     socketio = SocketIO(app, async_mode=config.get("ASYNC_MODE", "threading"),
                         message_queue=config.get("MESSAGE_QUEUE"),
                         max_http_buffer_size=MAX_TRANSPORT_BYTES, json=PacketJSON)

@@ -39,6 +39,11 @@ class TeammateSource(Interface):
 
     def match(self, c: np.ndarray, p: np.ndarray) -> TeammateMatch: ...
 
+    def prepare(self) -> None:
+        """Index the admitted members now (a fifth of a second on a 500,000-team pool), at
+        start, rather than inside the first teammate choice's write transaction."""
+        _ = self._members
+
     def ranked(self, c: np.ndarray, p: np.ndarray) -> Iterator[TeammateMatch]: ...
 
     @property
