@@ -89,16 +89,15 @@ def mixed_model(frame: pd.DataFrame, outcome: str, reference: str | None = None,
                                                           "conditions to fit")])
     exog, confounded = _full_rank(sm.add_constant(_design(data, reference,
                                                           _factors(data, factors))))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            result = sm.MixedLM(data[outcome].astype(float), exog,
-                                groups=data["participant_id"]).fit(reml=True)
-        except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as error:
-            return pd.DataFrame([_empty_row(outcome, "mixed", f"not fitted: {error}")])
-    note = "; ".join(filter(None, [confounded, *sorted(
-        {str(w.message).split(".")[0] for w in caught})]))[:200]
-    total_sd = float(np.sqrt(result.scale + float(np.asarray(result.cov_re).ravel()[0])))
+    model = sm.MixedLM(data[outcome].astype(float), exog, groups=data["participant_id"])
+    result, warned, error = _fit_mixed(model)
+    if result is None:
+        return pd.DataFrame([_empty_row(outcome, "mixed", f"not fitted: {error}")])
+    between = float(np.asarray(result.cov_re).ravel()[0])
+    note = "; ".join(filter(None, [confounded, _fit_note(result.converged, warned),
+                                   "participant variance estimated at 0" if between < 1e-8
+                                   else ""]))
+    total_sd = float(np.sqrt(result.scale + between))
     intervals = result.conf_int(alpha=1 - LEVEL)
     rows = []
     for term in [t for t in exog.columns if t.startswith("condition[")]:
@@ -113,6 +112,36 @@ def mixed_model(frame: pd.DataFrame, outcome: str, reference: str | None = None,
                      "participants": int(data["participant_id"].nunique()),
                      "observations": len(data), "note": note})
     return pd.DataFrame(rows, columns=MODEL_COLUMNS)
+
+
+# statsmodels' default optimiser stalls when the participant variance sits at its boundary
+# (0); the derivative-free ones then converge to it.
+MIXED_OPTIMISERS = (None, "powell", "nm")
+
+
+def _fit_mixed(model) -> tuple[object | None, bool, str]:
+    """The first REML fit that converges (the last one that ran, if none does), whether an
+    optimiser had to be retried, and the last error."""
+    fitted, error = None, ""
+    for k, method in enumerate(MIXED_OPTIMISERS):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                result = model.fit(reml=True, **({"method": method} if method else {}))
+            except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as failure:
+                error = str(failure)
+                continue
+        fitted = result
+        if result.converged:
+            return result, k > 0, error
+    return fitted, True, error
+
+
+def _fit_note(converged: bool, warned: bool) -> str:
+    """The optimiser's story in a few words (its warnings are long and repetitive)."""
+    if not converged:
+        return "did not converge: estimates unreliable"
+    return "converged after a retry with another optimiser" if warned else ""
 
 
 def ordinal_model(frame: pd.DataFrame, outcome: str = "value", label: str | None = None,
@@ -155,8 +184,8 @@ def ordinal_model(frame: pd.DataFrame, outcome: str = "value", label: str | None
                                cov_kwds={"groups": data["participant_id"].to_numpy()})
         except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as error:
             return pd.DataFrame([_empty_row(label, "ordinal", f"not fitted: {error}")]), empty
-    note = "; ".join(filter(None, [confounded, *sorted(
-        {str(w.message).split(".")[0] for w in caught})]))[:200]
+    converged = bool(result.mle_retvals.get("converged", True))
+    note = "; ".join(filter(None, [confounded, _fit_note(converged, bool(caught))]))
     z = _z()
     rows = []
     for term in [t for t in exog.columns if t.startswith("condition[")]:

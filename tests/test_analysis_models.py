@@ -101,3 +101,15 @@ def test_carryover_test_compares_the_totals_of_the_two_orders():
         totals.groupby("order")["y"].mean().diff().iloc[-1] * -1)
     table = models.condition_by_order(frame, ["y"])
     assert set(table["participants"]) == {10}
+
+
+def test_mixed_model_without_a_participant_effect_converges_at_zero_variance():
+    rng = np.random.default_rng(8)
+    n = 30
+    frame = pd.DataFrame({"participant_id": np.repeat(np.arange(n), 2),
+                          "condition": np.tile(["a", "b"], n),
+                          "y": np.tile([0.0, 1.0], n) + rng.integers(0, 2, 2 * n)})
+    row = models.mixed_model(frame, "y", reference="a", factors=()).iloc[0]
+    means = frame.groupby("condition")["y"].mean()
+    assert row["estimate"] == pytest.approx(means["b"] - means["a"], abs=1e-4)
+    assert "did not converge" not in row["note"]
