@@ -449,16 +449,20 @@
 
   // Every element placed or taken off reports the cookie as now decorated, so the server
   // measures a practice round continuously (docs/model.md). No retry and no message: a lost
-  // report only leaves the measure on the one before it.
+  // report only leaves the measure on the one before it. A finished cookie still on the
+  // station reports nothing: the server would count it towards the next cookie.
+  let baking = false;
   function reportProgress(round, content) {
+    if (baking) return;
     socket.emit("progress", { msg_id: messageId(), round_id: round.id, content: content });
   }
 
   function finishCookie(round, content) {
     send("cookie", { round_id: round.id, content: content });
+    baking = true;
     const work = document.getElementById("work");
     if (work) { work.classList.remove("baked"); void work.offsetWidth; work.classList.add("baked"); }
-    setTimeout(() => drawWork(round), 250);
+    setTimeout(() => { baking = false; drawWork(round); }, 250);
   }
 
   // Letters cookie: drag whole letters from the tray onto the cookie (pointer events, so a
