@@ -80,6 +80,7 @@ class Study:
     design: Design
     stages: pd.DataFrame
     chosen: flow.AnalysisSet
+    fitted: dict[str, object] = field(default_factory=dict)
 
 
 # --- the study database -------------------------------------------------------------------
@@ -215,6 +216,14 @@ def _points(study: Study) -> int:
 
 def _ordinal_models(study: Study, rated: pd.DataFrame,
                     seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ordinal model of every Likert item, fitted once per report."""
+    if "ordinal" not in study.fitted:
+        study.fitted["ordinal"] = _fit_ordinal_models(study, rated, seed)
+    return study.fitted["ordinal"]  # type: ignore[return-value]
+
+
+def _fit_ordinal_models(study: Study, rated: pd.DataFrame,
+                        seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     effects, predicted = [], []
     for (item, label), part in rated.groupby(["item", "label"], sort=False):
         fitted, means = models.ordinal_model(part, label=str(label), points=_points(study),
