@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
+from test_withdrawal import assert_nothing_left
 from web_support import CHROMIUM, CHROMIUM_ARGS, LiveServer, make_app, small_pool
+
+from study.protocol import Protocol
+from study.web.rounds import teammate_times
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -113,7 +118,8 @@ class Participant:
 
     def wait_count(self, number: int) -> None:
         self.page.wait_for_function(
-            f"(document.getElementById('my-count') || {{}}).textContent === 'Finished: {number}'")
+            "(text) => (document.getElementById('my-count') || {}).textContent === text",
+            arg=f"Finished: {number}")
 
     def questionnaire(self, step: str, shot: str) -> None:
         self.step(step)
@@ -167,10 +173,11 @@ def test_a_participant_completes_the_demo_study(server: LiveServer, browser, tmp
     you.step("done")
     you.shot("18-done")
     page.close()
-    check_database(Path(server.app.extensions["study"].storage.path), practice)
+    study = server.app.extensions["study"]
+    check_database(Path(study.storage.path), practice, study.protocol)
 
 
-def check_database(path: Path, practice_rounds: list[int]) -> None:
+def check_database(path: Path, practice_rounds: list[int], protocol: Protocol) -> None:
     """Every round, allocation, cookie and answer of the browser run is in SQLite."""
     db = sqlite3.connect(path)
     db.row_factory = sqlite3.Row
@@ -203,8 +210,10 @@ def check_database(path: Path, practice_rounds: list[int]) -> None:
         assert kits == {"participant": row["task_type"], "teammate": row["teammate_task_type"]}
     answers = db.execute("SELECT questionnaire, count(*) AS n FROM answers "
                          "WHERE participant_id = ? GROUP BY questionnaire", (pid,)).fetchall()
+    per_session = len(protocol.session_questionnaire.items)
     assert {a["questionnaire"]: a["n"] for a in answers} == {
-        "preferences": 2, "session-1": 6, "session-2": 6, "post": 5}
+        "preferences": len(protocol.themes), "session-1": per_session,
+        "session-2": per_session, "post": len(protocol.post_questionnaire.items)}
     assert db.execute("SELECT count(*) FROM measurements WHERE participant_id = ?",
                       (pid,)).fetchone()[0] == 4
     assert db.execute("SELECT distance FROM teammates WHERE participant_id = ?",
@@ -242,3 +251,96 @@ def test_a_refresh_mid_round_resumes_the_same_round(server: LiveServer, browser)
                       ).fetchall()
     assert len(rows) == 1 and str(rows[0][0]) == round_id and rows[0][2] == 2
     assert float(deadline) == rows[0][1]
+
+
+def teammate_samples(page: Page) -> list[dict]:
+    """What the teammate's station shows, sampled until the running round closes."""
+    round_id = page.locator(".bakery").get_attribute("data-round")
+    samples = []
+    while page.locator(f'.bakery[data-round="{round_id}"]').count():
+        shown = page.evaluate("""() => {
+            const s = document.getElementById('teammate');
+            const c = document.getElementById('teammate-cookie');
+            return s && c ? {cookies: Number(s.dataset.cookies),
+                             placed: Number(c.dataset.placed || 0),
+                             shown: document.getElementById('teammate-count').textContent}
+                          : null; }""")
+        if shown:
+            samples.append({**shown, "at": time.time(), "round": int(round_id)})
+        time.sleep(0.2)
+    return samples
+
+
+def scheduled(server: LiveServer, round_id: int) -> list[float]:
+    """The decorator model's finishing times of the teammate's cookies in a round."""
+    study = server.app.extensions["study"]
+    row = study.storage.one("SELECT r.*, s.number AS session_number FROM rounds r JOIN "
+                            "sessions s ON s.id = r.session_id WHERE r.id = ?", (round_id,))
+    teammate = study.storage.one("SELECT * FROM teammates WHERE participant_id = ?",
+                                 (row["participant_id"],))
+    return [row["started_at"] + t
+            for t in teammate_times(study.protocol, teammate, row, row["session_number"])]
+
+
+def test_the_teammate_decorates_to_the_model_and_the_page_lets_one_leave(
+        server: LiveServer, browser, tmp_path: Path):
+    """The teammate's station follows the decorator model's times over a session, animates
+    the cookie in between, does not replay the kit hand-out on a refresh; double clicks
+    stay quiet; stopping mid-session from the page leaves nothing of the participant."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    you = Participant(page, screenshot_directory(tmp_path))
+    page.goto(f"{server.url}/p/mate-1?PROLIFIC_PID=pp-mate-5531")
+    you.reach_practice({"ravens": 5, "steelers": 4})
+    for _ in range(4):
+        you.play_round("practice", 1)
+    you.step("teammate")
+    page.dblclick('[data-action="continue"]')
+    you.step("intro-1")
+    you.click("continue")
+    model_total = 0
+    for number in (1, 2):
+        you.step("session-1")
+        page.dblclick('[data-action="start-round"]')
+        page.wait_for_selector(".bakery .cookie")
+        assert "delivering" in page.locator("#runner").get_attribute("class")
+        if number == 1:
+            time.sleep(3)
+            you.shot("teammate-desktop")
+        else:
+            page.reload()
+            page.wait_for_selector(".bakery .cookie")
+            assert "delivering" not in page.locator("#runner").get_attribute("class")
+        round_samples = teammate_samples(page)
+        times = scheduled(server, round_samples[0]["round"])
+        for sample in round_samples:
+            due_now = sum(t <= sample["at"] + 0.3 for t in times)
+            due_before = sum(t <= sample["at"] - 2.0 for t in times)
+            assert due_before <= sample["cookies"] <= due_now, (sample, times)
+            assert sample["shown"] == f"Finished: {sample['cookies']}"
+        assert max(s["placed"] for s in round_samples) > 0  # the cookie fills in between
+        model_total += len(times)
+        if number == 1:
+            you.step("session-1")
+            summary = page.locator(".summary").text_content()
+            assert int(re.search(r"your teammate (\d+)", summary).group(1)) == len(times)
+    stored = server.app.extensions["study"].storage.one(
+        "SELECT sum(r.teammate_cookies) AS n FROM rounds r JOIN participants p ON "
+        "p.id = r.participant_id JOIN sessions s ON s.id = r.session_id "
+        "WHERE p.code = 'mate-1' AND s.number = 1")
+    assert stored["n"] == model_total
+    assert page.locator("#toast").is_hidden()  # the double clicks surfaced nothing
+    you.questionnaire("questionnaire-1", None)
+    you.step("intro-2")
+    you.click("continue")
+    you.step("session-2")
+    you.click("start-round")
+    page.wait_for_selector(".bakery .cookie")
+    page.click('[data-action="leave"]')
+    page.wait_for_selector('[data-action="withdraw-confirm"]')
+    you.shot("withdraw-confirm")
+    page.click('[data-action="withdraw-confirm"]')
+    you.step("withdrawn")
+    assert page.locator('[data-action="leave"]').is_hidden()
+    page.close()
+    assert_nothing_left(server.app.extensions["study"].storage.path, "mate-1",
+                        ("pp-mate-5531", "The robot gave us each the cookies we did best."))

@@ -55,7 +55,9 @@ class PhoneParticipant(Participant):
         if self.page.locator("#teammate").count():
             self.page.locator(".tray, .square-cookie").first.scroll_into_view_if_needed()
             assert_in_view(self.page, "#teammate-cookie", f"{step} while decorating")
-            self.shot(shot)
+            if self.shots is not None and shot is not None:  # the screen, as the phone shows it
+                self.page.wait_for_timeout(2500)
+                self.page.screenshot(path=str(self.shots / f"{shot}.png"))
         for number in range(1, cookies + 1):
             self.decorate()
             self.wait_count(number)

@@ -26,7 +26,10 @@ from web_support import FakeClock, make_app, small_pool
 
 SECRET_ANSWER = "my cousin bakes for the Ravens, 7731"
 EXTERNAL_ID = "prolific-4417-xq"
-KEPT = {"id", "code", "protocol", "created_at", "step", "data_consent", "withdrawn_at"}
+# What a withdrawn participant's row keeps: the code, how the link came about (console or
+# open enrolment), when it was made, and the withdrawal itself.
+KEPT = {"id", "code", "protocol", "origin", "created_at", "step", "data_consent",
+        "withdrawn_at"}
 
 
 def assert_nothing_left(db_path: Path | str, code: str, texts: tuple[str, ...]) -> None:

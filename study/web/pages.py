@@ -26,7 +26,8 @@ HOLD_PAGES = {
                        "continues by itself as soon as the study goes on."},
     "aborted": {"title": "This session has ended",
                 "text": "The experimenter has ended this session. Thank you for your time. "
-                        "You may close this window now."},
+                        "You may close this window now, or, if you would rather have "
+                        "everything recorded about you deleted, withdraw below."},
 }
 
 
