@@ -95,7 +95,7 @@ def test_stop_points_of_the_bots():
     assert not stop_point_reached("session-1:2", {"step": "session-1", "round": {
         **round_state, "running": True}})
     assert not stop_point_reached(None, {"step": "consent"})
-    assert stop_points_from("-,session-2,practice:2") == [None, "session-2", "practice:2"]
+    assert stop_points_from("end,session-2,practice:2") == [None, "session-2", "practice:2"]
     with pytest.raises(InvalidInput):
         stop_points_from("session-1:x")
 

@@ -36,7 +36,7 @@ def register(subcommands: argparse._SubParsersAction) -> None:
     parser.add_argument("--stop-at", default="",
                         help="comma-separated points where bots leave the study, cycled over "
                              "the bots: a step (session-2), a round step after that many "
-                             "rounds (session-1:2), or - to go to the end")
+                             "rounds (session-1:2), or end to go to the end")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bots' profiles")
     parser.add_argument("--max-seconds", type=float, default=3600.0,
                         help="stop every bot after this long")
@@ -54,13 +54,13 @@ def behaviours_from(text: str) -> list[str]:
 
 
 def stop_points_from(text: str) -> list[str | None]:
-    """``--stop-at`` as one stop point per bot pattern; ``-`` (or nothing) is no stop."""
+    """``--stop-at`` as one stop point per bot pattern; ``end`` (or nothing) is no stop."""
     points: list[str | None] = []
     for part in (part.strip() for part in text.split(",")):
         rounds = part.partition(":")[2]
         if rounds and not rounds.isdigit():
             raise InvalidInput("--stop-at", text, f"{part!r}: rounds must be a number")
-        points.append(None if part in ("", "-") else part)
+        points.append(None if part in ("", "end") else part)
     return points
 
 
