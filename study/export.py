@@ -288,6 +288,12 @@ CODEBOOK: tuple[Table, ...] = (
         _at("bound_at", "when this browser took the code"),
         _at("seen_at", "its latest join"),
     )),
+    Table("withdrawal_links", "the private link a finished participant can withdraw with", (
+        _id(), _fk("participant_id", "participants"),
+        Column("token", "TEXT", "the secret of the link `/withdraw/<token>` shown on the final "
+               "page (erased with the data when used)", units="24 characters"),
+        _at("created_at", "when the participant reached the final page"),
+    )),
     Table("console_status", "one participant the experimenter paused, aborted, flagged or "
           "annotated in the console", (
         Column("participant_id", "INTEGER", "id of the row in `participants` (primary key)",

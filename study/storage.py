@@ -109,6 +109,10 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         {"id": INT, "participant_id": INT, "browser": TEXT, "bound_at": REAL, "seen_at": REAL},
         {"participant_id", "browser", "bound_at", "seen_at"},
         [("participant_id", "participants")], [["participant_id"]]),
+    "withdrawal_links": (
+        {"id": INT, "participant_id": INT, "token": TEXT, "created_at": REAL},
+        {"participant_id", "token", "created_at"}, [("participant_id", "participants")],
+        [["participant_id"], ["token"]]),
 }
 
 # Tables of the server processes sharing the database (no participant data): which are

@@ -13,21 +13,12 @@ from typing import Any
 
 import sqlite_utils
 
-TABLE = "withdrawal_links"
-COLUMNS = {"participant_id": int, "token": str, "created_at": float}
+TABLE = "withdrawal_links"  # created with the study's schema (study.storage)
 TOKEN_BYTES = 18  # 24 URL-safe characters
-
-
-def ensure_table(db: sqlite_utils.Database) -> None:
-    """Create the table on first use (inside the caller's transaction)."""
-    db[TABLE].create(COLUMNS, pk="participant_id", not_null={"token", "created_at"},
-                     foreign_keys=[("participant_id", "participants")], if_not_exists=True)
-    db[TABLE].create_index(["token"], unique=True, if_not_exists=True)
 
 
 def issue(db: sqlite_utils.Database, participant_id: int, now: float) -> str:
     """A new token for the participant (or the one already issued)."""
-    ensure_table(db)
     existing = next(db.query(f"SELECT token FROM {TABLE} WHERE participant_id = ?",
                              (participant_id,)), None)
     if existing:
@@ -38,15 +29,13 @@ def issue(db: sqlite_utils.Database, participant_id: int, now: float) -> str:
 
 
 def token_of(storage: Any, participant_id: int) -> str | None:
-    if TABLE not in storage.db.table_names():
-        return None
     row = storage.one(f"SELECT token FROM {TABLE} WHERE participant_id = ?", (participant_id,))
     return row["token"] if row else None
 
 
 def participant_of(storage: Any, token: str) -> dict[str, Any] | None:
     """The participant a token belongs to, or None for an unknown or used token."""
-    if not token or TABLE not in storage.db.table_names():
+    if not token:
         return None
     return storage.one(f"SELECT p.* FROM {TABLE} w JOIN participants p ON "
                        f"p.id = w.participant_id WHERE w.token = ?", (token,))
