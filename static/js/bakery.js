@@ -7,6 +7,10 @@
 
   const app = document.getElementById("app");
   const code = app.dataset.code;
+  const completionUrl = app.dataset.completionUrl;  // the recruitment platform's (docs/recruitment.md)
+  const returnUrl = app.dataset.returnUrl;
+  const REDIRECT_SECONDS = 10;
+  let displaced = false;     // another tab of this browser took the study over
   const socket = io({ transports: ["websocket", "polling"] });
   let state = null;
   let offset = 0;            // server clock minus this browser's clock, in seconds
@@ -46,6 +50,7 @@
             return;
           }
           pending.delete(message.msg_id);
+          if (reply.reason === "elsewhere") { showElsewhere(); resolve(reply); return; }
           if (reply.state) { receive(reply.state); }
           if (!reply.ok && !QUIET.has(reply.reason)) { toast(explain(reply.reason)); }
           resolve(reply);
@@ -71,16 +76,43 @@
 
   socket.on("connect", () => {
     document.getElementById("offline").hidden = true;
+    if (!displaced) join();
+  });
+
+  // A code is bound to the first browser that joins it, and the newest tab of that browser
+  // wins (docs/socket-protocol.md): an older tab is told and offers to continue here.
+  function join() {
     socket.emit("join", { code: code }, (reply) => {
-      if (!reply.ok) { showMessage("This link is not valid", "Please check the link you were given."); return; }
+      if (!reply.ok) { refusedJoin(reply.reason); return; }
+      displaced = false;
       receive(reply.state);
       pending.forEach(([event, message]) => emit(event, message));
     });
-  });
+  }
+
+  function refusedJoin(reason) {
+    const texts = {
+      "other-browser": ["This study is open in another browser", "Please continue in the browser where you started. If that is not possible, ask the experimenter to release your link; then reload this page."],
+      "no-cookie": ["Cookies are needed", "This study keeps your place with a cookie. Please allow cookies for this site and reload the page."],
+    };
+    const [title, text] = texts[reason] || ["This link is not valid", "Please check the link you were given."];
+    showMessage(title, text);
+  }
+
+  socket.on("elsewhere", showElsewhere);
+
+  function showElsewhere() {
+    displaced = true;
+    renderedKey = null;
+    clearInterval(timer);
+    app.replaceChildren(card({ title: "This study is open in another tab", text: "You opened this study in another tab or window of this browser, so this one is paused." },
+      el("button", { class: "button primary", type: "button", "data-action": "continue-here", onclick: join }, "Continue here")));
+  }
   socket.on("disconnect", () => { document.getElementById("offline").hidden = false; });
   socket.on("state", receive);
 
   function receive(next) {
+    if (displaced) return;
     offset = next.now - Date.now() / 1000;
     state = next;
     render();
@@ -167,6 +199,7 @@
     const views = {
       consent: viewConsent, themes: viewThemes, preferences: viewPreferences,
       teammate: viewTeammate, debrief: viewDebrief, post: viewQuestionnaire, done: viewDone,
+      declined: viewEnded, withdrawn: viewEnded, unmatched: viewEnded,
     };
     let view = hold ? viewHold : views[state.step];
     if (!view && /^intro-/.test(state.step)) view = viewIntro;
@@ -286,8 +319,35 @@
     return card(state.page, link ? el("div", { class: "withdraw-later" },
       el("h3", {}, "Changed your mind later?"),
       el("p", {}, "This private link deletes all your data, at any time. Keep it somewhere safe; nobody else has it."),
-      el("p", { class: "private-link" }, el("a", { href: link, "data-action": "withdraw-later" }, link))) : null);
+      el("p", { class: "private-link" }, el("a", { href: link, "data-action": "withdraw-later" }, link))) : null,
+      completion());
   }
+
+  // The recruitment platform's completion link; the page goes there by itself after a few
+  // seconds unless the participant chooses to stay (to keep the private link, say).
+  function completion() {
+    if (!completionUrl) return null;
+    let left = REDIRECT_SECONDS;
+    const note = el("span", { class: "countdown" }, "Taking you back in " + left + " s.");
+    const stay = el("button", { class: "button secondary", type: "button", "data-action": "stay" }, "Stay on this page");
+    const countdown = setInterval(() => {
+      left -= 1;
+      note.textContent = "Taking you back in " + left + " s.";
+      if (left <= 0) { clearInterval(countdown); location.assign(completionUrl); }
+    }, 1000);
+    stay.addEventListener("click", () => { clearInterval(countdown); note.remove(); stay.remove(); });
+    return el("div", { class: "completion" },
+      el("p", {}, el("a", { class: "button primary", href: completionUrl, "data-action": "complete" }, "Complete the study on the platform")),
+      el("p", {}, note, " ", stay));
+  }
+
+  // The ends without completion (declined, withdrawn, not matched, ended by the
+  // experimenter): a link back to the recruitment platform when the protocol gives one.
+  function returnLink() {
+    return returnUrl ? el("p", {}, el("a", { class: "button primary", href: returnUrl, "data-action": "return" }, "Return to the study platform")) : null;
+  }
+
+  function viewEnded() { return card(state.page, returnLink()); }
 
   // The experimenter's hold: paused (this page continues by itself when resumed) or
   // aborted (the end). Withdrawing stays possible from both.
@@ -295,7 +355,7 @@
     const page = state.hold_page;
     return el("section", { class: "card hold", "data-step": state.step, "data-hold": state.hold },
       state.hold === "paused" ? el("div", { class: "waiting", "aria-hidden": "true" }, el("span", {}), el("span", {}), el("span", {})) : null,
-      el("h2", {}, page.title), paragraphs(page.text));
+      el("h2", {}, page.title), paragraphs(page.text), state.hold === "aborted" ? returnLink() : null);
   }
 
   // --- leaving: "stop and withdraw" on every page after consent ---------------------------
