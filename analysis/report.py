@@ -283,6 +283,9 @@ def _questionnaire_section(study: Study, out: Path) -> Section:
         counts = likert.groupby(["label", "condition", "value"], sort=False).size().rename(
             "n").reset_index()
         counts["value"] = counts["value"].astype(int)
+        labels = list(dict.fromkeys(likert["label"]))  # the questionnaire's order
+        counts = counts.sort_values(["label", "condition"], kind="stable", key=lambda column: (
+            column.map(labels.index) if column.name == "label" else column.astype(str)))
         section.figures.append(("Answer distributions (diverging stacked bars)", figures.save(
             figures.likert_figure(counts, _points(study)), out, "likert")))
     post = questionnaires.describe(answers[answers["questionnaire"] == "post"].assign(
