@@ -221,13 +221,16 @@ def analysis_set(data: StudyData, design: Design) -> AnalysisSet:
 
 
 def exclusion_table(chosen: AnalysisSet) -> pd.DataFrame:
-    """Per declared rule: participants it matches and participants it removed (each
-    counted under the first rule that removes them), with what the rule means."""
+    """Per rule: whether the protocol applies it, the participants it matches and those it
+    removed (each counted under the first applied rule that removes them), with what the
+    rule means; the declared rules first, in their order."""
     people = chosen.participants
-    rows = [{"rule": rule, "meaning": RULE_TEXT[rule], "matched": int(people[rule].sum()),
-             "removed": int((people["excluded_by"] == rule).sum())}
-            for rule in chosen.rules.exclude]
-    return pd.DataFrame(rows, columns=["rule", "meaning", "matched", "removed"])
+    declared = list(chosen.rules.exclude)
+    rules = declared + [rule for rule in RULE_TEXT if rule not in declared]
+    rows = [{"rule": rule, "applied": rule in declared, "meaning": RULE_TEXT[rule],
+             "matched": int(people[rule].sum()),
+             "removed": int((people["excluded_by"] == rule).sum())} for rule in rules]
+    return pd.DataFrame(rows, columns=["rule", "applied", "meaning", "matched", "removed"])
 
 
 def restrict(data: StudyData, chosen: AnalysisSet) -> StudyData:

@@ -132,11 +132,14 @@ def _flow_section(study: Study, out: Path) -> Section:
     analysed = int(kept["kept"].sum())
     partial = int((~kept["complete"] & kept["rounds_played"].gt(0)).sum())
     unplayed = int(kept["rounds_played"].eq(0).sum())
+    recovered = int(kept.loc[kept["kept"], "rounds_recovered"].sum())
     section = Section("Participant flow and the analysis set", (
         f"{len(study.stages)} participant links; {len(study.chosen.included)} "
         f"participants in the analysis set, {analysed} collaborative sessions analysed. "
         f"{study.design.rules.describe()} Not analysed: {unplayed} sessions never played and "
-        f"{partial} left before their last round. A link counts as opened once its consent "
+        f"{partial} left before their last round. {recovered} rounds of the analysed "
+        f"sessions were closed on recovery after a crash (their cookies are those recorded "
+        f"before it; see rounds_recovered). A link counts as opened once its consent "
         f"page was answered (the server records nothing before)."),
         [("Participant flow", table), ("Exclusions", exclusions),
          ("Collaborative sessions", kept)])

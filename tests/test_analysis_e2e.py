@@ -208,8 +208,11 @@ def test_flow_counts_equal_the_database(study):
 def test_exclusions_state_the_rules_and_their_counts(study):
     database, tables = study
     exclusions = table(tables, "Exclusions").set_index("rule")
-    assert list(exclusions.index) == ["aborted", "failed-manipulation-check",
-                                      "recovered-capability", "incomplete"]
+    assert list(exclusions.index[exclusions["applied"] == "True"]) == [
+        "aborted", "failed-manipulation-check", "recovered-capability", "incomplete"]
+    assert exclusions.loc["flagged", "applied"] == "False"
+    assert int(exclusions.loc["flagged", "matched"]) == 1
+    assert int(exclusions.loc["flagged", "removed"]) == 0
     assert int(exclusions.loc["aborted", "removed"]) == 1
     assert int(exclusions.loc["recovered-capability", "matched"]) == query(
         database, "SELECT COUNT(DISTINCT m.participant_id) FROM measurements m JOIN rounds r "
