@@ -12,10 +12,12 @@ of a cookie placed at the human timing model's pace and reported as ``progress``
 cookies sent as acknowledged ``cookie`` messages), and a slot whose participant finished
 takes a new one. After the ramp and a settling pause, a window of steady state is measured:
 
-- cookie ack p50/p95/p99: from sending a cookie to its acknowledgement, at the bot;
+- cookie ack p50/p95/p99: from first sending a cookie to its acknowledgement, at the bot
+  (a cookie resent after 4 s without an answer, as the page does, counts from the first);
 - round-closing drift p95/max: ``closed_at - deadline`` of the rounds closed by the
   scheduler (``close_reason = 'deadline'``) whose deadline fell in the window;
-- messages per second: client messages the server stored in the window;
+- messages per second: client messages the server handled in the window (accepted, stored
+  in ``messages``, or refused, logged in ``rejections``);
 - CPU per message: the server's processes (gunicorn, HAProxy, Redis) CPU time in the window
   over those messages; the server's and the bots' CPU share of the machine;
 - acknowledged but missing: acknowledged messages the database lacks (whole run);
@@ -43,7 +45,7 @@ import numpy as np
 import psutil
 
 from study.bots.audit import missing_acknowledged
-from study.bots.light import FAST, HUMAN, SwarmPlan, SwarmReport, run_light_swarm
+from study.bots.light import FAST, HUMAN, SwarmPlan, SwarmReport, Tally, run_light_swarm
 from study.bots.participant import StudyFacts
 from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol import load_protocol
@@ -100,8 +102,7 @@ class Row:
     lag_p95_ms: float
     missing: int
     lock_errors: int
-    bot_errors: int
-    resent: int
+    tally: Tally
 
     def goal_met(self) -> bool:
         return bool(self.cookies and self.closings
@@ -110,6 +111,13 @@ class Row:
                     and self.drift_ms[1] <= GOAL_DRIFT_MAX * 1000
                     and self.missing == 0 and self.lock_errors == 0)
 
+    def details(self) -> str:
+        t = self.tally
+        refused = ", ".join(f"{reason} {n}" for reason, n in t.refused.most_common()) or "none"
+        return (f"participants {t.participants} (finished {t.finished}), progress reports "
+                f"{t.progress_sent}, resent after a timeout {t.resent}, reconnects "
+                f"{t.reconnects}, refused: {refused}")
+
     def markdown(self) -> str:
         c, d = self.cookie_ms, self.drift_ms
         return (f"| {self.config.pace} | {self.config.workers} | {self.config.participants} | "
@@ -117,7 +125,7 @@ class Row:
                 f"{d[0]:.0f} / {d[1]:.0f} ({self.closings}) | {self.messages_per_second:.0f} | "
                 f"{self.cpu_ms_per_message:.2f} | {self.server_share:.0%} | "
                 f"{self.swarm_share:.0%} | {self.machine_share:.0%} | {self.lag_p95_ms:.0f} | "
-                f"{self.missing} | {self.lock_errors} | {self.bot_errors} | "
+                f"{self.missing} | {self.lock_errors} | {sum(self.tally.errors.values())} | "
                 f"{'yes' if self.goal_met() else 'no'} |")
 
 
@@ -184,8 +192,9 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
         drift = np.array([d for (d,) in connection.execute(
             "SELECT closed_at - deadline FROM rounds WHERE close_reason = 'deadline' AND "
             "deadline BETWEEN ? AND ?", (plan.measure_from, plan.end))]) * 1000
-        (messages,) = connection.execute("SELECT count(*) FROM messages WHERE at BETWEEN ? "
-                                         "AND ?", (plan.measure_from, plan.end)).fetchone()
+        messages = sum(connection.execute(f"SELECT count(*) FROM {table} WHERE at BETWEEN ? "
+                                          "AND ?", (plan.measure_from, plan.end)).fetchone()[0]
+                       for table in ("messages", "rejections"))
     server_cpu = samples[1].server - samples[0].server if len(samples) == 2 else float("nan")
     busy = samples[1].busy - samples[0].busy if len(samples) == 2 else float("nan")
     return Row(config,
@@ -198,8 +207,7 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
                busy / (window * CORES),
                float(np.percentile(report.lag, 95) * 1000) if len(report.lag) else float("nan"),
                len(missing_acknowledged(db, report.log)),
-               server_log.count("database is locked"), sum(report.tally.errors.values()),
-               report.tally.resent)
+               server_log.count("database is locked"), report.tally)
 
 
 def matrix(args: argparse.Namespace) -> list[Config]:
@@ -248,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
             row = run_config(config, args, base / name)
             rows.append(row)
             print(f"{name}: {row.markdown()}", flush=True)
+            print(f"    {row.details()}", flush=True)
+            for error, count in row.tally.errors.most_common(3):
+                print(f"    bot error x{count}: {error}", flush=True)
     print(f"\nload average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     print(HEADER)
     for row in rows:

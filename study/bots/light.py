@@ -215,8 +215,8 @@ class LightBot:
         """Send until answered, as the page does: same ``msg_id`` after a timeout or a
         reconnect, so the server applies it once."""
         message = {"msg_id": new_msg_id(), **payload}
+        sent_at = time.time()  # the first send: what the participant waits, resends included
         while True:
-            sent_at = time.time()
             try:
                 ack = await self._call(event, message)
             except Gone:
