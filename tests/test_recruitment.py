@@ -1,0 +1,221 @@
+"""Recruitment platforms and enrolment that cannot be steered (docs/recruitment.md).
+
+The same recruitment id always resumes the same participant; the browser remembers its
+code; the done page sends the participant back to the platform; a closed study creates no
+participant for a stray link; orders are balanced among participants who consented, so
+page loads and declined consents steer nothing; a code belongs to the browser that joined
+first until the experimenter releases it or it has been idle.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from web_support import DEMO, FakeClock, make_app, msg, page_socket, small_pool
+
+COMPLETE = "https://app.prolific.com/submissions/complete?cc=C0MPL3TE"
+RETURN = "https://app.prolific.com/submissions/complete?cc=RETURNED"
+PASSWORD = "let-me-in"
+
+
+def recruitment_protocol(out: Path, open_enrolment: bool = False) -> Path:
+    """The demo protocol as a Prolific study: ids, completion and return addresses."""
+    text = DEMO.read_text().replace(
+        "open_enrolment = true", "\n".join([
+            f"open_enrolment = {str(open_enrolment).lower()}", 'id_parameter = "PROLIFIC_PID"',
+            f'completion_url = "{COMPLETE}"', f'return_url = "{RETURN}"',
+            "unconsented_expiry_minutes = 30", "binding_idle_minutes = 20"]), 1)
+    out.write_text(text)
+    return out
+
+
+@pytest.fixture(scope="module")
+def teammates(tmp_path_factory):
+    return small_pool(tmp_path_factory.mktemp("pools"))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def app(tmp_path, teammates, clock, monkeypatch):
+    monkeypatch.setenv("STUDY_CONSOLE_PASSWORD", PASSWORD)
+    return make_app(tmp_path, teammates, clock,
+                    protocol=recruitment_protocol(tmp_path / "prolific.toml"))
+
+
+def participants(app: Any) -> list[dict[str, Any]]:
+    return app.extensions["study"].storage.all("SELECT * FROM participants ORDER BY id")
+
+
+def code_of(reply: Any) -> str:
+    return re.search(r"/p/([^/?#]+)", reply.headers["Location"]).group(1)
+
+
+def consent(app: Any, code: str, agree: bool = True) -> dict[str, Any]:
+    reply = app.extensions["study"].handle("submit", code, {
+        "msg_id": msg(), "step": "consent", "data": {"agree": agree}})
+    assert reply["ok"], reply
+    return reply["state"]
+
+
+# --- recruitment ids and the remembered code ---------------------------------------------
+
+
+def test_the_same_recruitment_id_always_resumes_the_same_participant(app):
+    first = app.test_client().get("/start?PROLIFIC_PID=abc123&STUDY_ID=s1&SESSION_ID=x1")
+    again = app.test_client().get("/start?PROLIFIC_PID=abc123&SESSION_ID=x2")
+    other = app.test_client().get("/start?PROLIFIC_PID=zzz999")
+    assert first.status_code == again.status_code == other.status_code == 302
+    assert code_of(first) == code_of(again) != code_of(other)
+    [person, stranger] = participants(app)
+    assert (person["recruitment_id"], person["origin"]) == ("abc123", "recruitment")
+    assert json.loads(person["external_ids"]) == {"PROLIFIC_PID": "abc123", "STUDY_ID": "s1",
+                                                  "SESSION_ID": "x2"}
+    assert person["condition_order"] is None and stranger["recruitment_id"] == "zzz999"
+
+
+def test_the_browser_remembers_its_code_so_start_and_reopened_tabs_resume(app):
+    browser = app.test_client()
+    code = code_of(browser.get("/start?PROLIFIC_PID=back-and-forth"))
+    page = browser.get(f"/p/{code}")
+    cookies = page.headers.getlist("Set-Cookie")
+    assert any(c.startswith("study_code=") and "HttpOnly" in c and "SameSite=Lax" in c
+               for c in cookies)
+    assert code_of(browser.get("/start")) == code  # Back to /start, a reopened tab
+    assert len(participants(app)) == 1
+
+
+def test_a_closed_study_creates_nobody_for_a_stray_link(app):
+    stray = app.test_client().get("/p/mistyped-code")
+    assert stray.status_code == 404 and b"This link is not valid" in stray.data
+    assert RETURN.encode() in stray.data
+    bare = app.test_client().get("/start")
+    assert bare.status_code == 404 and b"Please use the link you were given" in bare.data
+    assert participants(app) == []
+
+
+def test_pages_carry_the_completion_and_return_addresses(app):
+    browser = app.test_client()
+    code = code_of(browser.get("/start?PROLIFIC_PID=done-soon"))
+    page = browser.get(f"/p/{code}").data.decode()
+    assert f'data-completion-url="{COMPLETE.replace("&", "&amp;")}"' in page
+    assert f'data-return-url="{RETURN}"' in page
+
+
+# --- counterbalancing and expiry -----------------------------------------------------------
+
+
+def test_page_loads_and_declined_consents_do_not_steer_the_balance(tmp_path, teammates,
+                                                                   clock):
+    """The issue's attack: 40 anonymous page loads and 20 declined consents before 10 real
+    participants, who must still get both orders equally."""
+    app = make_app(tmp_path, teammates, clock,
+                   protocol=recruitment_protocol(tmp_path / "open.toml", open_enrolment=True))
+    for number in range(40):
+        app.test_client().get(f"/p/anonymous-{number:03d}")
+    for number in range(20):
+        code = code_of(app.test_client().get(f"/start?PROLIFIC_PID=decliner-{number}"))
+        consent(app, code, agree=False)
+    orders = []
+    for number in range(10):
+        code = code_of(app.test_client().get(f"/start?PROLIFIC_PID=real-{number}"))
+        assert participants_by_code(app)[code]["condition_order"] is None
+        consent(app, code)
+        orders.append(tuple(json.loads(participants_by_code(app)[code]["condition_order"])))
+    assert sorted(set(orders)) == [("efficient", "fair"), ("fair", "efficient")]
+    assert orders.count(("efficient", "fair")) == orders.count(("fair", "efficient")) == 5
+
+
+def participants_by_code(app: Any) -> dict[str, dict[str, Any]]:
+    return {row["code"]: row for row in participants(app)}
+
+
+def test_unconsented_participants_expire_but_console_links_do_not(app, clock):
+    study = app.extensions["study"]
+    arrived = code_of(app.test_client().get("/start?PROLIFIC_PID=wanderer"))
+    consented = code_of(app.test_client().get("/start?PROLIFIC_PID=stayer"))
+    consent(app, consented)
+    handed_out = study.enrol()["code"]  # a link the experimenter created
+    clock.advance(29 * 60)
+    assert study.expire_unconsented(force=True) == 0
+    clock.advance(2 * 60)
+    assert study.expire_unconsented(force=True) == 1
+    assert set(participants_by_code(app)) == {consented, handed_out}
+    assert study.storage.all("SELECT * FROM steps WHERE participant_id NOT IN "
+                             "(SELECT id FROM participants)") == []
+    again = code_of(app.test_client().get("/start?PROLIFIC_PID=wanderer"))
+    assert again != arrived and participants_by_code(app)[again]["step"] == "consent"
+
+
+# --- a code is not a key -------------------------------------------------------------------
+
+
+def test_another_browser_cannot_act_until_the_experimenter_releases_the_code(app):
+    mine = app.test_client()
+    code = code_of(mine.get("/start?PROLIFIC_PID=owner-1"))
+    tab, _ = page_socket(app, code, mine)
+    assert tab.emit("join", {"code": code}, callback=True)["ok"]
+    # The recruitment id again, from another browser: the same participant, the same rule.
+    thief_browser = app.test_client()
+    assert code_of(thief_browser.get("/start?PROLIFIC_PID=owner-1")) == code
+    thief, _ = page_socket(app, code, thief_browser)
+    refused = thief.emit("join", {"code": code}, callback=True)
+    assert refused["reason"] == "other-browser" and "state" not in refused
+    assert "open in another browser" in refused["detail"]
+    assert thief.emit("submit", {"msg_id": msg(), "step": "consent",
+                                 "data": {"agree": True}}, callback=True)["reason"] == "not-joined"
+    assert participants(app)[0]["consent"] is None
+
+    console = logged_in(app)
+    reply = console.post(f"/console/participants/{code}", data={
+        "action": "release", "note": "lost her laptop", "csrf_token": csrf(console)},
+        headers={"Accept": "application/json"})
+    assert reply.status_code == 200
+    log = app.extensions["study"].storage.one("SELECT * FROM console_actions WHERE action = "
+                                              "'release'")
+    assert log["note"] == "lost her laptop" and json.loads(log["detail"])["was_bound"]
+    assert thief.emit("join", {"code": code}, callback=True)["ok"]
+    told = [m for m in tab.get_received() if m["name"] == "elsewhere"]
+    assert told  # the first browser's tab is told it lost the code
+    assert tab.emit("join", {"code": code}, callback=True)["reason"] == "other-browser"
+
+
+def test_a_binding_idle_for_the_protocol_time_may_be_taken_over(app, clock):
+    first = app.test_client()
+    code = code_of(first.get("/start?PROLIFIC_PID=idle-owner"))
+    tab, _ = page_socket(app, code, first)
+    assert tab.emit("join", {"code": code}, callback=True)["ok"]
+    tab.disconnect()
+    clock.advance(19 * 60)
+    later, _ = page_socket(app, code)
+    assert later.emit("join", {"code": code}, callback=True)["reason"] == "other-browser"
+    clock.advance(2 * 60)
+    assert later.emit("join", {"code": code}, callback=True)["ok"]
+
+
+def test_a_join_without_the_page_cookie_is_refused(app):
+    code = app.extensions["study"].enrol()["code"]
+    bare = app.extensions["socketio"].test_client(app)
+    assert bare.emit("join", {"code": code}, callback=True)["reason"] == "no-cookie"
+    assert app.extensions["study"].storage.all("SELECT * FROM bindings") == []
+
+
+def csrf(client: Any) -> str:
+    page = client.get("/console/").data.decode()
+    return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+
+
+def logged_in(app: Any) -> Any:
+    client = app.test_client()
+    page = client.get("/console/login").data.decode()
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    reply = client.post("/console/login", data={"password": PASSWORD, "csrf_token": token})
+    assert reply.status_code == 302
+    return client
