@@ -219,3 +219,28 @@ def logged_in(app: Any) -> Any:
     reply = client.post("/console/login", data={"password": PASSWORD, "csrf_token": token})
     assert reply.status_code == 302
     return client
+
+
+# --- withdrawal leaves no trace --------------------------------------------------------------
+
+
+def test_a_withdrawal_leaves_no_trace_in_the_database_or_its_wal(app, clock):
+    """The withdrawn participant's free-text answer and recruitment id are in neither the
+    database file nor its write-ahead log (secure_delete, then a TRUNCATE checkpoint)."""
+    from test_withdrawal import SECRET_ANSWER, mid_second_session
+
+    study = app.extensions["study"]
+    study.enrol("leaver-01")
+    recruitment_id = "PROLIFIC-5f3e9a1c77d"
+    app.test_client().get(f"/p/leaver-01?PROLIFIC_PID={recruitment_id}&STUDY_ID=s-88")
+    assert participants_by_code(app)["leaver-01"]["recruitment_id"] == recruitment_id
+    you = mid_second_session(app, clock, "leaver-01")
+    path = study.storage.path
+    wal = path.with_name(path.name + "-wal")
+    before = path.read_bytes() + wal.read_bytes()
+    assert SECRET_ANSWER.encode() in before and recruitment_id.encode() in before
+    assert you.send("withdraw", {})["ok"]
+    after = path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+    for trace in (SECRET_ANSWER, recruitment_id, "s-88"):
+        assert trace.encode() not in after, trace
+    assert study.storage.one("PRAGMA secure_delete")["secure_delete"] == 1
