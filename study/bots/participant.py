@@ -112,6 +112,7 @@ class Outcome:
     error: str | None = None
     seconds: float = 0.0
     steps: list[str] = field(default_factory=list)
+    stopped: bool = False  # left the study at its profile's stop point
 
 
 class Bot:
@@ -147,6 +148,7 @@ class Bot:
             self.connection.close()
         state = self.connection.state or {}
         self.outcome.final_step = state.get("step")
+        self.outcome.stopped = bool(state) and stop_point_reached(self.profile.stop_at, state)
         self.outcome.seconds = time.monotonic() - started
         return self.outcome
 

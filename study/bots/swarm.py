@@ -32,10 +32,12 @@ class SwarmResult:
         steps = Counter(o.final_step or "?" for o in self.outcomes)
         behaviours = Counter(o.behaviour for o in self.outcomes)
         refused = Counter(reason for _, _, reason in self.log.refused)
+        stopped = sum(o.stopped for o in self.outcomes)
         lines = [
             f"{len(self.outcomes)} bots in {self.seconds:.1f} s "
             f"({', '.join(f'{n} {b}' for b, n in sorted(behaviours.items()))})",
-            "final steps: " + ", ".join(f"{s} {n}" for s, n in sorted(steps.items())),
+            "final steps: " + ", ".join(f"{s} {n}" for s, n in sorted(steps.items()))
+            + (f" ({stopped} left at their stop point)" if stopped else ""),
             f"rounds {sum(o.rounds for o in self.outcomes)}, cookies accepted "
             f"{sum(o.cookies for o in self.outcomes)}, reconnects "
             f"{sum(o.reconnects for o in self.outcomes)}, messages acknowledged "
