@@ -66,6 +66,9 @@ function actions(participant) {
   td.append(actionButton(code, participant.flagged ? "unflag" : "flag", participant.flagged ? "Unflag" : "Flag"));
   td.append(actionButton(code, "note", "Note"));
   if (participant.can_withdraw) td.append(actionButton(code, "withdraw", "Withdraw"));
+  if (!["done", "declined", "withdrawn", "unmatched"].includes(participant.step)) {
+    td.append(actionButton(code, "release", "Release"));  // free the code from its browser
+  }
   return td;
 }
 
@@ -99,6 +102,10 @@ function row(participant) {
 
 function draw() {
   table.replaceChildren(...snapshot.participants.map(row));
+  const unjoined = document.getElementById("unjoined");
+  if (unjoined && snapshot.unjoined_messages !== null && snapshot.unjoined_messages !== undefined) {
+    unjoined.textContent = "Messages from connections that never joined (counted, not stored): " + snapshot.unjoined_messages;
+  }
 }
 
 function tick() {
