@@ -251,13 +251,12 @@ def flow_figure(flow: pd.DataFrame) -> Figure:
     figure, axis = plt.subplots(figsize=(8.5, 0.5 * len(flow) + 1.2))
     y = np.arange(len(flow))[::-1]
     axis.barh(y, flow["reached"], color="#9ecae1", edgecolor="#3182bd")
-    losses = [c for c in ("declined", "withdrawn", "aborted", "unmatched", "left")
-              if c in flow]
-    for row, height in zip(flow.itertuples(index=False), y, strict=True):
-        lost = ", ".join(f"{getattr(row, c)} {c}" for c in losses if getattr(row, c))
-        axis.text(row.reached, height, f"  {row.reached}" + (f"   (then lost: {lost})"
-                                                            if lost else ""),
-                  va="center", fontsize=8)
+    losses = [c for c in ("not opened", "declined", "withdrawn", "aborted", "unmatched",
+                          "left") if c in flow]
+    for (_, row), height in zip(flow.iterrows(), y, strict=True):
+        lost = ", ".join(f"{row[c]} {c}" for c in losses if row[c])
+        axis.text(row["reached"], height, f"  {row['reached']}" + (
+            f"   (then lost: {lost})" if lost else ""), va="center", fontsize=8)
     axis.set_yticks(y, flow["stage"])
     axis.set_xlim(0, max(1, flow["reached"].max()) * 2.2)
     axis.set_xlabel("participants")

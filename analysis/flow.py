@@ -34,7 +34,7 @@ STAGES = ("links created", "opened", "consented", "practised", "session 1", "ses
 # the consent fields).
 STAGE_STEP = {"practised": "teammate", "session 1": "session-1", "session 2": "session-2",
               "done": "done"}
-LOSSES = ("declined", "withdrawn", "aborted", "unmatched", "left")
+LOSSES = ("not opened", "declined", "withdrawn", "aborted", "unmatched", "left")
 
 
 @dataclass
@@ -116,6 +116,8 @@ def participant_stages(path: Path) -> pd.DataFrame:
     people["consent"] = people["consent"].astype(object).where(people["consent"].notna(), None)
     people["stage"] = people.apply(_stage, axis=1)
     people["outcome"] = people.apply(_outcome, axis=1)
+    unopened = people["stage"].eq("links created") & people["outcome"].eq("left")
+    people.loc[unopened, "outcome"] = "not opened"
     return people.drop(columns="furthest")
 
 

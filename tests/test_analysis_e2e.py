@@ -201,8 +201,9 @@ def test_flow_counts_equal_the_database(study):
                         "session 2": len(STOPS) - 2, "done": STOPS.count(None)}
     assert int(flow.loc["opened", "declined"]) == 1
     assert int(flow.loc["session 2", "aborted"]) == 1
-    assert flow[["declined", "withdrawn", "aborted", "unmatched", "left"]].astype(int).sum(
-        ).sum() == expected["links created"] - expected["done"]
+    assert int(flow.loc["links created", "not opened"]) == NEVER_OPENED
+    assert flow[["not opened", "declined", "withdrawn", "aborted", "unmatched", "left"]
+                ].astype(int).sum().sum() == expected["links created"] - expected["done"]
 
 
 def test_exclusions_state_the_rules_and_their_counts(study):
