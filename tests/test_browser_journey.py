@@ -271,6 +271,18 @@ def teammate_samples(page: Page) -> list[dict]:
     return samples
 
 
+def watch_toasts(page: Page) -> None:
+    """Record every message the page shows in its toast (they vanish after a while)."""
+    page.evaluate("""() => { window.toastsShown = [];
+        const toast = document.getElementById('toast');
+        const seen = () => { if (!toast.hidden) window.toastsShown.push(toast.textContent); };
+        new MutationObserver(seen).observe(toast, {attributes: true, childList: true}); }""")
+
+
+def toasts(page: Page) -> list[str]:
+    return page.evaluate("() => window.toastsShown")
+
+
 def scheduled(server: LiveServer, round_id: int) -> list[float]:
     """The decorator model's finishing times of the teammate's cookies in a round."""
     study = server.app.extensions["study"]
@@ -294,6 +306,7 @@ def test_the_teammate_decorates_to_the_model_and_the_page_lets_one_leave(
     for _ in range(4):
         you.play_round("practice", 1)
     you.step("teammate")
+    watch_toasts(page)
     page.dblclick('[data-action="continue"]')
     you.step("intro-1")
     you.click("continue")
@@ -303,6 +316,8 @@ def test_the_teammate_decorates_to_the_model_and_the_page_lets_one_leave(
         page.dblclick('[data-action="start-round"]')
         page.wait_for_selector(".bakery .cookie")
         assert "delivering" in page.locator("#runner").get_attribute("class")
+        page.wait_for_timeout(500)
+        assert toasts(page) == []  # the double clicks surfaced nothing
         if number == 1:
             time.sleep(3)
             you.shot("teammate-desktop")
@@ -328,7 +343,10 @@ def test_the_teammate_decorates_to_the_model_and_the_page_lets_one_leave(
         "p.id = r.participant_id JOIN sessions s ON s.id = r.session_id "
         "WHERE p.code = 'mate-1' AND s.number = 1")
     assert stored["n"] == model_total
-    assert page.locator("#toast").is_hidden()  # the double clicks surfaced nothing
+    refused = server.app.extensions["study"].storage.all(
+        "SELECT reason FROM rejections j JOIN participants p ON p.id = j.participant_id "
+        "WHERE p.code = 'mate-1' AND reason IN ('duplicate', 'out-of-order')")
+    assert refused == []
     you.questionnaire("questionnaire-1", None)
     you.step("intro-2")
     you.click("continue")
