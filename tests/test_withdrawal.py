@@ -120,6 +120,8 @@ def test_the_page_withdraws_mid_session(app, clock):
 
 def test_the_console_withdraws_with_a_reason_in_its_log(app, clock):
     you = mid_second_session(app, clock, "console-leaver")
+    live = app.test_client().get("/console/live.json").get_json()["participants"]
+    assert [p["can_withdraw"] for p in live if p["code"] == "console-leaver"] == [True]
     assert console_post(app, "console-leaver", action="note",
                         note="said her cousin bakes").status_code == 200
     refused = console_post(app, "console-leaver", action="withdraw", note="  ")
@@ -137,6 +139,8 @@ def test_the_console_withdraws_with_a_reason_in_its_log(app, clock):
         ("console-leaver", "asked by email to delete her data", None)]
     again = console_post(app, "console-leaver", action="withdraw", note="twice")
     assert again.status_code == 400
+    live = app.test_client().get("/console/live.json").get_json()["participants"]
+    assert [p["can_withdraw"] for p in live if p["code"] == "console-leaver"] == [False]
 
 
 def test_the_final_page_gives_a_link_to_withdraw_later(app, clock):
