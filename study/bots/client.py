@@ -159,6 +159,8 @@ class Connection:
         if not state:
             return
         with self._changed:
+            if _older(state, self.state):
+                return  # an ack or push overtaken by a newer state on the way
             self.state = state
             if isinstance(state.get("now"), int | float):
                 self.offset = state["now"] - self.clock()
@@ -226,6 +228,12 @@ class Connection:
                                   self.clock(), duplicate))
         else:
             self.log.refuse(self.code, event, str(ack.get("reason")))
+
+
+def _older(state: State, than: State | None) -> bool:
+    """Whether ``state`` was built before ``than`` (states carry the server clock)."""
+    now, latest = state.get("now"), than.get("now") if than else None
+    return isinstance(now, int | float) and isinstance(latest, int | float) and now < latest
 
 
 class JoinRefused(RuntimeError):

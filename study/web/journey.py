@@ -13,8 +13,8 @@ import json
 import logging
 import re
 import secrets
-import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -67,10 +67,11 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         self.teammates = teammates
         self.clock = clock
         self.notify = notify
-        self.lock = threading.Lock()  # guards the list of pushes only
         self.policies: dict[int, Policy] = {}
         self.schedules: dict[int, list[float]] = {}
-        self.pushes: list[tuple[str, str, dict[str, Any]]] = []
+        # Filled by every thread that writes, drained by whichever flushes: a deque's append
+        # and popleft are atomic, so no push is lost between two threads.
+        self.pushes: deque[tuple[str, str, dict[str, Any]]] = deque()
         self.admission = Admission(storage, clock)
         self.expired_at = -EXPIRY_CHECK_SECONDS
         for condition in protocol.conditions:
@@ -268,8 +269,10 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
 
     def flush(self) -> None:
         """Send the pushes collected while writing, once the transaction is over."""
-        with self.lock:
-            pushes, self.pushes = self.pushes, []
-        for code, event, payload in pushes:
+        while True:
+            try:
+                code, event, payload = self.pushes.popleft()
+            except IndexError:
+                return
             self.notify(code, event, payload)
 

@@ -6,7 +6,7 @@ whoever calls it: the scheduler, a restarted server (``recover``), or a test's c
 
 from __future__ import annotations
 
-import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -29,11 +29,10 @@ class Rounds:
 
     protocol: Protocol
     storage: Storage
-    lock: threading.Lock
     clock: Callable[[], float]
     policies: dict[int, Policy]
     schedules: dict[int, list[float]]
-    pushes: list[tuple[str, str, dict[str, Any]]]
+    pushes: deque[tuple[str, str, dict[str, Any]]]
 
     def _last_round(self, session_id: int) -> dict[str, Any] | None:
         return self.storage.one("SELECT * FROM rounds WHERE session_id = ? "

@@ -9,7 +9,7 @@ final page (``withdraw_with_link``) and the experimenter's console (``withdraw_b
 from __future__ import annotations
 
 import json
-import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -25,9 +25,8 @@ class Steps:
 
     protocol: Protocol
     storage: Storage
-    lock: threading.Lock
     clock: Callable[[], float]
-    pushes: list[tuple[str, str, dict[str, Any]]]
+    pushes: deque[tuple[str, str, dict[str, Any]]]
     state: Callable[[str], dict[str, Any]]
     flush: Callable[[], None]
     _condition_order: Callable[[], list[str]]
@@ -134,9 +133,7 @@ class Steps:
         """Push the participant's page state (after a change made outside their page)."""
         if self.storage.participant(code) is None:
             return
-        state = self.state(code)
-        with self.lock:
-            self.pushes.append((code, "state", state))
+        self.pushes.append((code, "state", self.state(code)))
         self.flush()
 
     def withdraw_with_link(self, token: str) -> bool:

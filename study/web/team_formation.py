@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -44,7 +45,7 @@ class TeamFormation(PartialCookies):
     storage: Storage
     teammates: TeammateSource
     policies: dict[int, Policy]
-    pushes: list[tuple[str, str, dict[str, Any]]]
+    pushes: deque[tuple[str, str, dict[str, Any]]]
     clock: Callable[[], float]
     background: Callable[[Callable[[], None]], Any]
 
