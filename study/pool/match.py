@@ -106,9 +106,10 @@ class MemberIndex:
         of the nearest distance, the lowest (lowest team, then lowest human)."""
         if len(self.teams) > 1:
             distances, members = self.tree.query(point, k=2)
-            if distances[1] > distances[0] + TIE_SLACK * (1 + distances[0]):
-                return int(members[0]), float(distances[0])
-            nearest = distances[0]
+            first, second = distances.tolist()
+            if second > first + TIE_SLACK * (1 + first):
+                return int(members[0]), first
+            nearest = first
         else:
             nearest, _ = self.tree.query(point)
         near = np.asarray(self.tree.query_ball_point(point, nearest + TIE_SLACK * (1 + nearest)))
