@@ -105,14 +105,16 @@
     displaced = true;
     renderedKey = null;
     clearInterval(timer);
-    app.replaceChildren(card({ title: "This study is open in another tab", text: "You opened this study in another tab or window of this browser, so this one is paused." },
-      el("button", { class: "button primary", type: "button", "data-action": "continue-here", onclick: join }, "Continue here")));
+    showMessage("This study is open in another tab", "You opened this study in another tab or window of this browser, so this one is paused.",
+      el("button", { class: "button primary", type: "button", "data-action": "continue-here", onclick: join }, "Continue here"));
   }
   socket.on("disconnect", () => { document.getElementById("offline").hidden = false; });
   socket.on("state", receive);
 
   function receive(next) {
     if (displaced) return;
+    // Acks and pushes may cross on the way: a state built before the one shown is stale.
+    if (state && next.now < state.now) return;
     offset = next.now - Date.now() / 1000;
     state = next;
     render();
@@ -179,8 +181,10 @@
 
   function submit(data) { return send("submit", { step: state.step, data: data || {} }); }
 
-  function showMessage(title, text) {
-    app.replaceChildren(card({ title: title, text: text }));
+  // A message instead of a step (a refused join, another tab): there may be no state yet.
+  function showMessage(title, text, ...children) {
+    app.replaceChildren(el("section", { class: "card", "data-step": "message" },
+      el("h2", {}, title), paragraphs(text), ...children));
   }
 
   // --- drawing the steps -----------------------------------------------------------------
