@@ -37,6 +37,7 @@ def heavy_imports(module: str, argv: list[str]) -> list[str]:
     ("study.cli", ["--help"]),
     ("study.cli", ["solve", "--help"]),
     ("study.cli", ["pool", "--help"]),
+    ("study.cli", ["check", "--help"]),
     ("study.cli", ["solve", "--c", "0.25,0.9", "--c", "0.3,0.7", "--p", "0.9,0.1",
                    "--p", "0.4,0.6"]),
     ("analysis.cli", ["--help"]),
