@@ -353,7 +353,10 @@ def scale_fair_equity(fe: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """``FE'``: ``|FE|`` mapped onto [0, 1] by the protocol's bounds, clipped."""
     if hi <= lo:
         raise InvalidInput("fea bounds", (lo, hi), "hi must be greater than lo")
-    return np.minimum(np.maximum((np.abs(fe) - lo) / (hi - lo), 0.0), 1.0)
+    scaled = np.abs(fe)
+    scaled -= lo            # in place on the new array: fewer passes over memory
+    scaled /= hi - lo
+    return np.minimum(np.maximum(scaled, 0.0), 1.0)
 
 
 def scaled_fair_equity(c: np.ndarray, p: np.ndarray, allocation: np.ndarray,
@@ -369,7 +372,10 @@ def reward_from_sums(algorithm: Algorithm, sums: HumanSums) -> np.ndarray:
     if algorithm.name == "fair":
         return 1.0 - np.abs(sums.fairness())
     fairness_term = 1.0 - scale_fair_equity(sums.fair_equity(), algorithm.lo, algorithm.hi)
-    return algorithm.w * sums.efficiency() + (1.0 - algorithm.w) * fairness_term
+    fairness_term *= 1.0 - algorithm.w
+    reward = algorithm.w * sums.efficiency()
+    reward += fairness_term
+    return reward
 
 
 def goal_reward(algorithm: Algorithm, c: np.ndarray, p: np.ndarray,

@@ -71,13 +71,15 @@ def _slice_columns(spec: PoolSpec, c: np.ndarray, p: np.ndarray) -> dict[str, np
         np.int8)
     types = {"capable": most_capable_type(c), "preferred": most_preferred_type(p)}
     at_goal = {}
+    teams = np.arange(len(c))
     for name in spec.algorithms:
         rows = reward_from_sums(spec.algorithm(name), sums)
         positions = optimal_goal_positions(space, rows)
-        at_goal[name] = {key: at_positions(values, positions) for key, values in
+        flat = positions * len(c) + teams   # into the goal-major [G, B] arrays, flattened
+        at_goal[name] = {key: values.reshape(-1).take(flat) for key, values in
                          metrics.items()}
         columns.update(_goal_columns(name, space, positions, types))
-        columns[f"{name}_reward"] = at_positions(rows, positions)
+        columns[f"{name}_reward"] = rows.reshape(-1).take(flat)
         columns.update({f"{name}_{key}": values for key, values in at_goal[name].items()})
     if spec.has_gaps:
         columns.update(_gap_columns(spec, at_goal))
