@@ -33,11 +33,9 @@ def best_type(c: np.ndarray) -> np.ndarray:
 def comparative_advantage(c: np.ndarray) -> np.ndarray:
     """``[B, h]``: each human's ``c_i[t*] - mean_{j != t*} c_i[j]`` on the team's best
     type ``t*``."""
-    types = c.shape[-1]
-    best = best_type(c)[:, None]
-    on_best = c[..., 0].copy()
-    for j in range(1, types):
-        np.copyto(on_best, c[..., j], where=best == j)
+    teams, humans, types = c.shape
+    flat = np.arange(teams * humans) * types + np.repeat(best_type(c), humans)
+    on_best = np.ascontiguousarray(c).reshape(-1).take(flat).reshape(teams, humans)
     elsewhere = (sum_last(c) - on_best) / (types - 1)
     return on_best - elsewhere
 
