@@ -52,6 +52,7 @@ HUMAN_PAGE_SECONDS = {"consent": 8.0, "themes": 6.0, "preferences": 6.0, "teamma
                       "intro": 4.0, "questionnaire": 20.0, "post": 15.0, "debrief": 6.0}
 HUMAN_START_SECONDS = 1.5  # reading the round's page before clicking "start"
 FAST_PAGE_SECONDS = 0.05
+ERROR_PAUSE = 5.0  # a slot whose participant failed takes the next one after this pause
 
 
 class Gone(Exception):
@@ -433,6 +434,7 @@ async def _slot(plan: SwarmPlan, index: int, log: AckLog, tally: Tally,
             raise
         except Exception as error:  # one bot's failure is counted; the swarm goes on
             tally.errors[f"{type(error).__name__}: {str(error)[:80]}"] += 1
+            await asyncio.sleep(ERROR_PAUSE)
         finally:
             await asyncio.shield(bot.shut())
         if not plan.recycle:
