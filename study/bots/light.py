@@ -427,6 +427,7 @@ async def _slot(plan: SwarmPlan, index: int, log: AckLog, tally: Tally,
         bot = LightBot(plan.base_url, code, (plan.seed, index, visit), plan.pace, plan.facts,
                        log, tally, connector)
         tally.participants += 1
+        failed = False
         try:
             if await bot.run(plan.patience) in TERMINAL_STEPS:
                 tally.finished += 1
@@ -434,11 +435,13 @@ async def _slot(plan: SwarmPlan, index: int, log: AckLog, tally: Tally,
             raise
         except Exception as error:  # one bot's failure is counted; the swarm goes on
             tally.errors[f"{type(error).__name__}: {str(error)[:80]}"] += 1
-            await asyncio.sleep(ERROR_PAUSE)
+            failed = True
         finally:
             await asyncio.shield(bot.shut())
         if not plan.recycle:
             return
+        if failed:
+            await asyncio.sleep(ERROR_PAUSE)
         visit += 1
 
 
