@@ -81,10 +81,15 @@ def _dask_tables(spec: PoolSpec, ranges: list[tuple[int, int]],
                              ranges, window)
 
 
-def _dictionary_columns(schema: pa.Schema) -> list[str]:
-    """Small-integer and label columns shrink a lot by dictionary encoding; random floats
-    only cost time."""
-    return [f.name for f in schema if not pa.types.is_floating(f.type)]
+def _writer_options(schema: pa.Schema) -> dict[str, Any]:
+    """Uncompressed (a cached pool is rebuilt, not shipped; a codec only costs time), the
+    label column dictionary-encoded, and the small-integer columns (goals, rounds, the
+    most capable human) delta bit-packed: as small as a dictionary (8 against 5 MB for
+    500,000 teams) at about half its writing time. Random floats are stored plain."""
+    integers = [f.name for f in schema
+                if pa.types.is_integer(f.type) and not pa.types.is_dictionary(f.type)]
+    return {"compression": "none", "use_dictionary": ["team_type"],
+            "column_encoding": {name: "DELTA_BINARY_PACKED" for name in integers}}
 
 
 def _write(tables: Iterator[pa.Table], path: Path, metadata: dict[bytes, bytes],
@@ -95,8 +100,7 @@ def _write(tables: Iterator[pa.Table], path: Path, metadata: dict[bytes, bytes],
         for table in tables:
             if writer is None:
                 writer = pq.ParquetWriter(path, table.schema.with_metadata(metadata),
-                                          compression="none",
-                                          use_dictionary=_dictionary_columns(table.schema))
+                                          **_writer_options(table.schema))
             writer.write_table(table, row_group_size=len(table))
             advance(len(table))
     finally:
