@@ -8,8 +8,9 @@ and the live path, each figure beside a baseline measured in the same run.
 1. Builds the shipped Study #1 pool (protocols/study1.toml: 500,000 teams, three
    algorithms, gaps), prints the paper's figures, the build time and the compute alone,
    and the ratio to solving a sample of the same teams one by one with pymdptoolbox.
-2. Builds the same pool on 1 and 2 local threads (2 is the default here) and on Dask
-   clusters of 1, 2 and 4 single-threaded worker processes (cluster start-up apart).
+2. Builds the same pool on 1 and 2 local compute threads (the default: one per core but
+   the writer's) and on Dask clusters of 1, 2 and 4 single-threaded worker processes
+   (cluster start-up apart).
 3. Builds pools of each size in fresh processes: wall time and peak resident memory
    (and, with ``--variant-teams``, pools of other kits, task types and humans).
 4. Opens a pool of ``--open-teams`` for matching in a fresh process (the spec's filter),
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from study.model import Algorithm, Team, state_space
 from study.pool import Pool, PoolSpec, TeammateFilter, build_pool
-from study.pool.build import chunk_table
+from study.pool.build import chunk_table, default_workers
 from study.pool.summary import format_summary, summarize
 from study.solver import goal_rewards, reference_action_table, solve
 
@@ -111,7 +111,7 @@ def workers_table(directory: Path, teams: int, dask_workers: list[int]) -> None:
             again = timed(lambda a=address: build_pool(spec, out, scheduler=a, progress=False))
         rows.append((f"Dask, {count} worker process{'es' * (count > 1)}",
                      min(first, again), start_up))
-    print(f"\n{teams:,} teams, written (default: {os.cpu_count()} local threads, "
+    print(f"\n{teams:,} teams, written (default: {default_workers()} local threads, "
           f"{default:.2f} s):")
     for label, seconds, start_up in rows:
         extra = f"  (+ {start_up:.2f} s cluster start-up)" if start_up else ""
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
         path, build_seconds = full_pool(directory)
         print(format_summary(summarize(path)))
         print(PAPER)
-        workers = os.cpu_count() or 1
+        workers = default_workers()
         print(f"\nfull Study #1 pool: 500,000 teams x 3 algorithms, written, in "
               f"{build_seconds:.2f} s wall ({workers} threads); compute alone "
               f"{compute_only(workers):.2f} s")

@@ -41,7 +41,9 @@ def _register_build(actions: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, help="override pool.seed")
     parser.add_argument("--chunk", type=int, default=DEFAULT_CHUNK,
                         help="teams per task and row group (does not change the pool)")
-    parser.add_argument("--workers", type=int, help="local threads (default: every core)")
+    parser.add_argument("--workers", type=int,
+                        help="local compute threads (default: one per core but the "
+                             "writer's)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run the chunks on this dask.distributed scheduler")
     parser.set_defaults(handler=run_build)

@@ -44,6 +44,12 @@ def chunk_table(spec: PoolSpec, start: int, stop: int) -> pa.Table:
     return pa.table(arrays)
 
 
+def default_workers() -> int:
+    """Compute threads when none are asked for: one per core but the one the writer
+    takes (measured fastest on two cores: the build is bound by writing)."""
+    return max(1, (os.cpu_count() or 1) - 1)
+
+
 def chunk_ranges(teams: int, chunk: int) -> list[tuple[int, int]]:
     return [(start, min(start + chunk, teams)) for start in range(0, teams, chunk)]
 
@@ -114,7 +120,8 @@ def build_pool(spec: PoolSpec, out: Path | str, *, chunk: int = DEFAULT_CHUNK,
     """Write the pool of ``spec`` to ``out`` (Parquet); the file appears only when complete.
 
     ``chunk`` teams are solved per task and written as one row group; ``workers`` local
-    threads (default: every core) or a Dask ``scheduler`` address run the tasks.
+    threads (default: ``default_workers()``) or a Dask ``scheduler`` address run the
+    tasks.
     ``progress`` None shows the bar only on a terminal. The content does not depend on
     ``chunk``, ``workers`` or ``scheduler``.
     """
@@ -128,7 +135,7 @@ def build_pool(spec: PoolSpec, out: Path | str, *, chunk: int = DEFAULT_CHUNK,
     if scheduler is not None:
         tables = _dask_tables(spec, ranges, scheduler)
     else:
-        tables = _local_tables(spec, ranges, workers or os.cpu_count() or 1)
+        tables = _local_tables(spec, ranges, workers or default_workers())
     partial = out.with_name(f".{out.name}.{uuid.uuid4().hex}.partial")
     try:
         with tqdm(total=spec.teams, unit="team", desc=f"pool {spec.name}",
