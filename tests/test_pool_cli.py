@@ -1,6 +1,8 @@
 """``study pool build | summary | bounds | match`` from the command line."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +107,14 @@ def test_reading_a_file_that_is_not_a_pool_fails_clearly(tmp_path, capsys):
     other.write_bytes(b"not parquet")
     assert main(["pool", "summary", str(other)]) == 2
     assert "cannot be read as Parquet" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("action", [["summary"], ["match", "--c", "0.3,0.8", "--p", "0.9,0.2"],
+                                    ["bounds"]])
+def test_reading_a_pool_does_not_import_pandas(pool_file, action):
+    code = ("import sys\nfrom study.cli import main\n"
+            f"main({['pool', action[0], str(pool_file), *action[1:]]!r})\n"
+            "print('pandas' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, check=True)
+    assert result.stdout.splitlines()[-1] == "False"

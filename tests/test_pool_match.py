@@ -134,6 +134,7 @@ def test_opening_reads_the_metadata_and_matching_only_the_columns_it_needs(tmp_p
 
     monkeypatch.setattr(pq.ParquetFile, "read_row_group", recording)
     monkeypatch.setattr(pq, "read_table", whole_file)
+    monkeypatch.setattr(pq.ParquetFile, "read", whole_file)
     pool = Pool.open(path)
     assert requested == [] and pool.teams == 20_000
     match = pool.match([0.3, 0.8], [0.9, 0.2])

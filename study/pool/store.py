@@ -77,10 +77,33 @@ def coefficients_of(table: pa.Table, humans: int, types: int) -> tuple[np.ndarra
     """``c, p [B, h, n]`` from a table's ``c_<i>_<j>`` and ``p_<i>_<j>`` columns."""
     arrays = []
     for kind in ("c", "p"):
-        columns = [table.column(f"{kind}_{i}_{j}").to_numpy()
+        columns = [column_values(table.column(f"{kind}_{i}_{j}"))
                    for i in range(humans) for j in range(types)]
         arrays.append(np.stack(columns, axis=1).reshape(len(table), humans, types))
     return arrays[0], arrays[1]
+
+
+_NUMPY_TYPES = {arrow: np.dtype(name) for arrow, name in (
+    (pa.float64(), "float64"), (pa.float32(), "float32"), (pa.int8(), "int8"),
+    (pa.int16(), "int16"), (pa.int32(), "int32"), (pa.int64(), "int64"),
+    (pa.uint8(), "uint8"))}
+
+
+def column_values(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A column of numbers as numpy: views of its data buffers when it has no nulls.
+
+    ``to_numpy`` would give the same values, but its first call in a process imports
+    pandas (about 0.25 s), which opening a pool or printing its summary need not pay.
+    """
+    chunks = getattr(column, "chunks", [column])
+    if column.type not in _NUMPY_TYPES or column.null_count:
+        return column.to_numpy()
+    dtype = _NUMPY_TYPES[column.type]
+    parts = [np.frombuffer(chunk.buffers()[1], dtype=dtype, count=len(chunk),
+                           offset=chunk.offset * dtype.itemsize) for chunk in chunks]
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
 
 def team_type_codes_of(column: pa.ChunkedArray | pa.DictionaryArray) -> np.ndarray:
@@ -89,8 +112,14 @@ def team_type_codes_of(column: pa.ChunkedArray | pa.DictionaryArray) -> np.ndarr
     for chunk in getattr(column, "chunks", [column]):
         remap = np.array([TEAM_TYPES.index(name) for name in chunk.dictionary.to_pylist()],
                          dtype=np.int8)
-        parts.append(remap[chunk.indices.to_numpy(zero_copy_only=False)])
+        parts.append(remap[column_values(chunk.indices)])
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int8)
+
+
+def read_columns(path: Path | str, columns: list[str]) -> pa.Table:
+    """The given columns of every team (``pq.read_table`` would import pandas, about
+    0.2 s, for no use here)."""
+    return pq.ParquetFile(path).read(columns=columns)
 
 
 def row_groups(path: Path | str, columns: list[str]) -> Iterator[pa.Table]:
@@ -149,16 +178,16 @@ class Pool:
         if name not in self._columns:
             if name not in pq.read_schema(self.path).names:
                 raise InvalidInput("column", name, f"is not in pool {self.path}")
-            table = pq.read_table(self.path, columns=[name])
+            table = read_columns(self.path, [name])
             self._columns[name] = (team_type_codes_of(table.column(name))
-                                   if name == "team_type" else table.column(name).to_numpy())
+                                   if name == "team_type" else column_values(table.column(name)))
         return self._columns[name]
 
     @cached_property
     def coefficients(self) -> tuple[np.ndarray, np.ndarray]:
         """``c, p [B, h, n]`` of every team."""
         names = coefficient_names(self.spec.humans, self.spec.task_types)
-        return coefficients_of(pq.read_table(self.path, columns=names), self.spec.humans,
+        return coefficients_of(read_columns(self.path, names), self.spec.humans,
                                self.spec.task_types)
 
     @property
@@ -199,10 +228,10 @@ class Pool:
         offset = 0
         for table in row_groups(self.path, names):
             kept = np.flatnonzero(_admitted(criteria, table, humans, types))
-            values = [_numpy(table.column(name))[kept] for name in coefficients]
+            values = [column_values(table.column(name))[kept] for name in coefficients]
             c = np.stack(values[:humans * types], axis=1).reshape(len(kept), humans, types)
             p = np.stack(values[humans * types:], axis=1).reshape(len(kept), humans, types)
-            top = _numpy(table.column("most_capable_human"))[kept]
+            top = column_values(table.column("most_capable_human"))[kept]
             parts.append((kept + offset, c, p, top))
             offset += table.num_rows
         if not parts:
@@ -216,21 +245,6 @@ class Pool:
         return self.index(filter or self.spec.teammate).query(c, p)
 
 
-def _numpy(column: pa.ChunkedArray) -> np.ndarray:
-    """A column as numpy: a view of its data buffer when it is one chunk of numbers
-    without nulls (``to_numpy``'s first call in a process costs about 0.1 s)."""
-    if column.num_chunks == 1 and column.null_count == 0 and column.type in _NUMPY_TYPES:
-        chunk = column.chunk(0)
-        dtype = _NUMPY_TYPES[chunk.type]
-        return np.frombuffer(chunk.buffers()[1], dtype=dtype, count=len(chunk),
-                             offset=chunk.offset * dtype.itemsize)
-    return column.to_numpy()
-
-
-_NUMPY_TYPES = {pa.float64(): np.dtype(np.float64), pa.int8(): np.dtype(np.int8),
-                pa.int32(): np.dtype(np.int32), pa.int64(): np.dtype(np.int64)}
-
-
 def _admitted(criteria: Criteria, table: pa.Table, humans: int, types: int) -> np.ndarray:
     """``[rows]`` booleans of one row group; ``c`` and ``p`` are assembled only when the
     criteria hold coefficient intervals (otherwise a broadcast zero stands in)."""
@@ -238,5 +252,5 @@ def _admitted(criteria: Criteria, table: pa.Table, humans: int, types: int) -> n
         c, p = coefficients_of(table, humans, types)
     else:
         c = p = np.broadcast_to(0.0, (table.num_rows, humans, types))
-    gaps = _numpy(table.column("fair_gap")) if criteria.needs_fair_gap else None
+    gaps = column_values(table.column("fair_gap")) if criteria.needs_fair_gap else None
     return criteria.mask(c, p, team_type_codes_of(table.column("team_type")), gaps)

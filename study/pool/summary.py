@@ -13,9 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
-from study.pool.store import read_metadata, spec_of, team_type_codes_of
+from study.pool.store import (
+    column_values,
+    read_columns,
+    read_metadata,
+    spec_of,
+    team_type_codes_of,
+)
 from study.pool.teamtypes import TEAM_TYPES
 
 PAPER_FAIR_GAP = 0.60
@@ -93,8 +98,8 @@ def summarize(path: Path | str) -> dict[str, Any]:
                                       for i in range(spec.humans)]
     if spec.has_gaps:
         names += ["fair_gap", "efficiency_gap"]
-    table = pq.read_table(path, columns=[*names, "team_type"])
-    columns = {name: table.column(name).to_numpy() for name in names}
+    table = read_columns(path, [*names, "team_type"])
+    columns = {name: column_values(table.column(name)) for name in names}
     columns["team_type"] = team_type_codes_of(table.column("team_type"))
     summary: dict[str, Any] = {
         "pool": {"path": str(path), "name": record["name"], "teams": table.num_rows,
