@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
-from test_withdrawal import assert_nothing_left
+from test_withdrawal import SECRET_ANSWER, assert_nothing_left
 from web_support import CHROMIUM, CHROMIUM_ARGS, LiveServer, make_app, small_pool
 
 from study.protocol import Protocol
@@ -121,7 +121,8 @@ class Participant:
             "(text) => (document.getElementById('my-count') || {}).textContent === text",
             arg=f"Finished: {number}")
 
-    def questionnaire(self, step: str, shot: str) -> None:
+    def questionnaire(self, step: str, shot: str | None,
+                      text: str = "The robot gave us each the cookies we did best.") -> None:
         self.step(step)
         for item in self.page.locator(".question-item").all():
             if item.locator(".likert").count():
@@ -131,7 +132,7 @@ class Participant:
             elif item.locator("input.number").count():
                 item.locator("input.number").fill("34")
             else:
-                item.locator("textarea").fill("The robot gave us each the cookies we did best.")
+                item.locator("textarea").fill(text)
         self.shot(shot)
         self.click("submit")
 
@@ -347,7 +348,7 @@ def test_the_teammate_decorates_to_the_model_and_the_page_lets_one_leave(
         "SELECT reason FROM rejections j JOIN participants p ON p.id = j.participant_id "
         "WHERE p.code = 'mate-1' AND reason IN ('duplicate', 'out-of-order')")
     assert refused == []
-    you.questionnaire("questionnaire-1", None)
+    you.questionnaire("questionnaire-1", None, text=SECRET_ANSWER)
     you.step("intro-2")
     you.click("continue")
     you.step("session-2")
@@ -361,4 +362,4 @@ def test_the_teammate_decorates_to_the_model_and_the_page_lets_one_leave(
     assert page.locator('[data-action="leave"]').is_hidden()
     page.close()
     assert_nothing_left(server.app.extensions["study"].storage.path, "mate-1",
-                        ("pp-mate-5531", "The robot gave us each the cookies we did best."))
+                        ("pp-mate-5531", SECRET_ANSWER))
