@@ -22,6 +22,7 @@ and the live path, each figure beside a baseline measured in the same run.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import resource
 import subprocess
@@ -137,6 +138,7 @@ def child(arguments: str) -> None:
         print(json.dumps({"seconds": seconds, "peak_mib": peak_mib()}))
         return
     if options["task"] == "open":
+        importlib.import_module("scipy.spatial")   # imports apart: the k-d tree's module
         holder: list[Pool] = []
         seconds = timed(lambda: holder.append(Pool.load(options["path"])))
         result = {"seconds": seconds, "peak_mib": peak_mib(),
