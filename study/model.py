@@ -356,9 +356,9 @@ def scale_fair_equity(fe: np.ndarray, lo: float, hi: float) -> np.ndarray:
     scaled = np.abs(fe)
     scaled -= lo            # in place on the new array: fewer passes over memory
     scaled /= hi - lo
-    if isinstance(scaled, np.ndarray):
-        return np.clip(scaled, 0.0, 1.0, out=scaled)   # one pass, many times faster
-    return np.minimum(np.maximum(scaled, 0.0), 1.0)    # than maximum, then minimum
+    if isinstance(scaled, np.ndarray) and scaled.size > _SMALL:
+        return np.clip(scaled, 0.0, 1.0, out=scaled)   # one pass, many times faster on
+    return np.minimum(np.maximum(scaled, 0.0), 1.0)    # big arrays; slower on a few values
 
 
 def scaled_fair_equity(c: np.ndarray, p: np.ndarray, allocation: np.ndarray,
