@@ -112,7 +112,7 @@ def workers_table(directory: Path, teams: int, dask_workers: list[int]) -> None:
             again = timed(lambda a=address: build_pool(spec, out, scheduler=a, progress=False))
         rows.append((f"Dask, {count} worker process{'es' * (count > 1)}",
                      min(first, again), start_up))
-    print(f"\n{teams:,} teams, written (default: {default_workers()} local threads, "
+    print(f"\n{teams:,} teams, written (default: {default_workers()} compute thread(s), "
           f"{default:.2f} s):")
     for label, seconds, start_up in rows:
         extra = f"  (+ {start_up:.2f} s cluster start-up)" if start_up else ""
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
         print(PAPER)
         workers = default_workers()
         print(f"\nfull Study #1 pool: 500,000 teams x 3 algorithms, written, in "
-              f"{build_seconds:.2f} s wall ({workers} threads); compute alone "
+              f"{build_seconds:.2f} s wall ({workers} compute thread(s)); compute alone "
               f"{compute_only(workers):.2f} s")
         pool = Pool.open(path)
         per_solve, agree = reference_seconds(pool, args.reference_teams)
