@@ -18,7 +18,7 @@ import threading
 from typing import Any
 
 from flask import request
-from flask_socketio import SocketIO, disconnect, join_room
+from flask_socketio import SocketIO, join_room
 
 from study.web import binding
 from study.web.counters import UNJOINED, Counter
@@ -30,6 +30,7 @@ from study.web.rejections import Rejected
 EVENTS = ("submit", "start_round", "cookie", "progress", "withdraw")
 PRE_JOIN_LIMIT = 10  # messages (joins included) a connection may send before joining
 REFUSAL_LIMIT = 100  # refused messages in a row before a joined connection is dropped
+DROP_DELAY = 0.05  # seconds between the last answer and the disconnect
 ELSEWHERE = {
     "other-tab": "this study is open in another tab",
     "other-browser": "this study is open in another browser",
@@ -83,11 +84,19 @@ def refusal(reason: str, detail: str) -> dict[str, Any]:
 def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Connections:
     connections = Connections(Counter(journey.storage, UNJOINED))
 
+    def drop(sid: str) -> None:
+        """Disconnect a connection past its limit once its last answer is sent, so the
+        client learns why (``DROP_DELAY`` later, off the handler)."""
+        def later() -> None:
+            socketio.sleep(DROP_DELAY)
+            socketio.server.disconnect(sid)
+        socketio.start_background_task(later)
+
     def not_joined(sid: str, reply: dict[str, Any]) -> dict[str, Any]:
         """Answer a connection that has not joined: counted, never stored."""
         connections.unjoined_count.add()
         if not connections.unjoined_message(sid):
-            disconnect()
+            drop(sid)
         return reply
 
     @socketio.on("join")
@@ -97,6 +106,12 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
         reply = journey.join(code)
         if not reply["ok"]:
             return not_joined(sid, reply)
+        if connections.code(sid) == code and binding.current(journey.storage, sid, code):
+            # Joined already: nothing to bind or record again; a page joins once per
+            # connection, so repeats count towards the connection's refusal limit.
+            if not connections.answered(sid, {"ok": False}):
+                drop(sid)
+            return reply
         browser = binding.browser_of(request.cookies.get(binding.BROWSER_COOKIE))
         if browser is None:
             return not_joined(sid, refusal("no-cookie", "load the participant page first: "
@@ -107,6 +122,9 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
                 "other-browser", ELSEWHERE["other-browser"]), payload, with_state=False)
         connections.bind(sid, code)
         join_room(code)
+        # Read again once in the room: a round that closed since the first read is either
+        # in this state or pushed to this connection, never lost in between.
+        reply = {**reply, "state": journey.state(code)}
         for other in displaced:
             socketio.emit("elsewhere", {"reason": "other-tab",
                                         "detail": ELSEWHERE["other-tab"]}, to=other)
@@ -134,7 +152,7 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
             else:
                 reply = journey.handle(event, code, payload)
             if not connections.answered(sid, reply):
-                disconnect()
+                drop(sid)
             return reply
         handle.__name__ = f"on_{event}"
         return handle
