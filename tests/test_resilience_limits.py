@@ -14,7 +14,12 @@ from study.bots.servers import ThreadServer
 from study.protocol import load_protocol
 from study.storage import SCHEMA
 from study.web import create_app
-from study.web.admission import BURST, MAX_PAYLOAD_BYTES, MAX_TRANSPORT_BYTES
+from study.web.admission import (
+    BURST,
+    MAX_PAYLOAD_BYTES,
+    MAX_TRANSPORT_BYTES,
+    PROGRESS_BURST,
+)
 from study.web.targets import letters_target
 from study.web.teammate import PoolTeammates
 
@@ -178,3 +183,20 @@ def test_a_flood_is_cut_down_to_the_allowed_burst(app):
     assert reasons.count("rate-limited") >= 10
     assert set(reasons) <= {"out-of-order", "rate-limited"}
     assert app.extensions["study"].storage.all("SELECT * FROM rounds") == []
+
+
+def test_placing_elements_never_uses_up_the_cookies_own_budget(app):
+    """A quick person's clicks on a squares cookie come as many ``progress`` messages; the
+    cookie that finishes it must still be taken."""
+    tab = Tab(app, "quickhands")
+    to_practice(tab)
+    started = tab.message("start_round", round=1)
+    current = started["state"]["round"]
+    nothing = "" if current["target"]["kind"] == "letters" else []
+    for _ in range(PROGRESS_BURST):
+        assert tab.message("progress", round_id=current["id"], content=nothing)["ok"]
+    assert tab.message("progress", round_id=current["id"],
+                       content=nothing)["reason"] == "rate-limited"
+    app.extensions["study"].clock.advance(2.0)
+    content = current["target"].get("letters") or current["target"].get("cells")
+    assert tab.message("cookie", round_id=current["id"], content=content)["ok"]

@@ -22,6 +22,10 @@ MAX_TRANSPORT_BYTES = 64 * 1024  # Engine.IO packet limit (connection closed abo
 MAX_PAYLOAD_BYTES = 8 * 1024  # a questionnaire with long open answers fits comfortably
 BURST = 20  # messages a participant may send at once ...
 RATE = 5.0  # ... refilled at this many per second (a cookie takes seconds, a page longer)
+# Placed elements (``progress``) have their own bucket: a quick person clicks several boxes
+# a second for a whole squares cookie, which must never use up the cookie's own message.
+PROGRESS_BURST = 40
+PROGRESS_RATE = 12.0
 
 
 class RateLimiter:
@@ -60,11 +64,13 @@ class Admission:
     def __init__(self, storage: Any, clock: Callable[[], float] = time.monotonic) -> None:
         self.storage = storage
         self.limiter = RateLimiter(clock=clock)
+        self.progress_limiter = RateLimiter(PROGRESS_BURST, PROGRESS_RATE, clock=clock)
 
     def check(self, participant: dict[str, Any], event: str, payload: Any) -> None:
         if payload_size(payload) > MAX_PAYLOAD_BYTES:
             raise Rejected("too-large", f"payloads are limited to {MAX_PAYLOAD_BYTES} bytes")
-        if not self.limiter.allow(participant["code"]):
-            raise Rejected("rate-limited", f"more than {BURST} messages at once or "
-                                           f"{RATE:g} per second")
+        limiter = self.progress_limiter if event == "progress" else self.limiter
+        if not limiter.allow(participant["code"]):
+            raise Rejected("rate-limited", f"more than {limiter.burst} messages at once or "
+                                           f"{limiter.rate:g} per second")
         check_hold(self.storage, participant, event)
