@@ -24,89 +24,22 @@ Goal: growth under 1 MB, ack p95 under 100 ms under the flood.
 from __future__ import annotations
 
 import argparse
-import secrets
 import sqlite3
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import psutil
 import requests
-import socketio
 
 from study.bots import BEHAVIOURS, Profile, StudyFacts, bot_codes, run_swarm
+from study.bots.flood import Flooded, flood, stored_bytes
 from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol import load_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
-PAYLOAD = "x" * 200
-
-
-@dataclass
-class Flooded:
-    """What one flooding connection sent and how often the server dropped it."""
-
-    messages: int = 0
-    joins: int = 0
-    answered: int = 0
-    reconnects: int = 0
-
-
-def flood(base_url: str, code: str | None, messages: int, joins: int) -> Flooded:
-    """Send ``messages`` forged cookies and ``joins`` joins over one connection, each as soon
-    as the previous one was answered, reconnecting whenever the server drops it. With
-    ``code`` the connection joins as that participant first (its page loaded, so its cookie
-    is set)."""
-    http = requests.Session()
-    if code is not None:
-        http.get(f"{base_url}/p/{code}", timeout=30).raise_for_status()
-    sent = Flooded()
-    every = max(1, messages // max(1, joins))
-    client: socketio.Client | None = None
-    total = messages + joins
-    while sent.messages + sent.joins < total:
-        if client is None or not client.connected:
-            client = _connect(base_url, http, code, client)
-            sent.reconnects += 1
-        position = sent.messages + sent.joins
-        join = sent.messages >= messages or (sent.joins < joins
-                                             and position % (every + 1) == every)
-        if join:
-            event, payload = "join", {"code": code or f"nobody-{secrets.token_hex(4)}"}
-            sent.joins += 1
-        else:
-            event, payload = "cookie", {"msg_id": secrets.token_hex(6), "content": PAYLOAD,
-                                        "round_id": sent.messages + 1}
-            sent.messages += 1
-        try:
-            client.call(event, payload, timeout=2)
-            sent.answered += 1
-        except socketio.exceptions.SocketIOError:  # dropped by the server
-            client = None
-    if client is not None:
-        client.disconnect()
-    return sent
-
-
-def _connect(base_url: str, http: requests.Session, code: str | None,
-             old: socketio.Client | None) -> socketio.Client:
-    if old is not None:
-        old.disconnect()
-    client = socketio.Client(reconnection=False, http_session=http)
-    client.connect(base_url, transports=["websocket"], wait_timeout=30)
-    if code is not None:
-        client.call("join", {"code": code}, timeout=30)
-    return client
-
-
-def stored_bytes(db: Path) -> int:
-    """The database's size once its WAL is checkpointed into it: what is stored."""
-    with sqlite3.connect(db) as connection:
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return db.stat().st_size
 
 
 def server_cpu(process: ServeProcess) -> float:

@@ -7,11 +7,12 @@ beyond; numbers too large for SQLite and JSON nested too deep are refused with a
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Any
 
 import pytest
-from web_support import FakeClock, make_app, msg, page_socket, small_pool
+from web_support import DEMO, FakeClock, make_app, msg, page_socket, small_pool
 
 from study.storage import REJECTION_PAYLOAD_BYTES, REJECTIONS_KEPT
 from study.web.sockets import PRE_JOIN_LIMIT, REFUSAL_LIMIT
@@ -145,3 +146,34 @@ def test_a_flood_from_a_joined_tab_is_cut_off(app):
     assert all(reply["ok"] is False for reply in replies)
     assert dropped(tab)
     assert count(app, "rejections") <= 2 * REJECTIONS_KEPT
+
+
+@pytest.mark.slow
+def test_a_flood_against_study_serve_stores_almost_nothing(tmp_path):
+    """Two connections, one never joining and one joined, flood a real ``study serve``
+    (``study.bots.flood``, a tenth of the issue's flood): the database grows by far less
+    than 1 MB, nothing is stored for the connection that never joined, and nobody is
+    enrolled by its joins."""
+    from study.bots.flood import flood, stored_bytes
+    from study.bots.servers import ServeProcess, quick_protocol
+
+    protocol = quick_protocol(DEMO, tmp_path / "quick.toml")
+    db = tmp_path / "study.sqlite"
+    server = ServeProcess(protocol, db, tmp_path / "pools", tmp_path / "serve.log").start(120)
+    try:
+        flood(server.url, "flood-victim", 10, 1)  # enrols the joined flooder
+        before = stored_bytes(db)
+        stranger = flood(server.url, None, 1_000, 100)
+        joined = flood(server.url, "flood-victim", 1_000, 100)
+        growth = stored_bytes(db) - before
+    finally:
+        server.stop()
+    assert stranger.reconnects > 1 and joined.reconnects > 1  # both were dropped on the way
+    assert growth < 1024 * 1024, growth
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT count(*) FROM rejections WHERE participant_id IS "
+                                  "NULL").fetchone() == (0,)
+        assert connection.execute("SELECT code FROM participants").fetchall() == [
+            ("flood-victim",)]
+        kept = connection.execute("SELECT count(*) FROM rejections").fetchone()[0]
+    assert kept <= 3 * REJECTIONS_KEPT
