@@ -185,7 +185,9 @@ def _sample_at(group: int, moments: list[float], samples: list[CpuSample]) -> No
 def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
               samples: list[CpuSample], db: Path, server_log: str) -> Row:
     window = plan.end - plan.measure_from
-    in_window = [a for a in report.acked if a.event == "cookie" and not a.duplicate
+    # Every acknowledged cookie once, from its first send: one answered as a duplicate was
+    # resent after its first ack came too late, and that wait is the participant's.
+    in_window = [a for a in report.acked if a.event == "cookie"
                  and plan.measure_from <= a.sent_at <= plan.end]
     cookie = np.array([a.latency for a in in_window]) * 1000
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
