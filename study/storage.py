@@ -343,8 +343,7 @@ class Storage:
         (its code, protocol and terminal step stay as they are)."""
         cleared = {"condition_order": None, "external_ids": None, "consent_at": None,
                    "finished_at": None, "withdrawn_at": None, "consent": None,
-                   "data_consent": None, "robots_identical": None, "recruitment_id": None,
-                   "origin": None}
+                   "data_consent": None, "robots_identical": None, "recruitment_id": None}
         with self.event() as db:
             for table in self._tables_with_participant_rows():
                 db.execute(f"DELETE FROM {table} WHERE participant_id = ?", (participant_id,))

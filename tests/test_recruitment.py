@@ -244,3 +244,17 @@ def test_a_withdrawal_leaves_no_trace_in_the_database_or_its_wal(app, clock):
     for trace in (SECRET_ANSWER, recruitment_id, "s-88"):
         assert trace.encode() not in after, trace
     assert study.storage.one("PRAGMA secure_delete")["secure_delete"] == 1
+
+
+def test_a_sona_credit_address_gets_the_participant_survey_code(tmp_path, teammates, clock):
+    credit = ("https://uni.sona-systems.com/webstudy_credit.aspx?experiment_id=41&"
+              "credit_token=9f1c&survey_code={id}")
+    protocol = tmp_path / "sona.toml"
+    protocol.write_text(DEMO.read_text().replace("open_enrolment = true", "\n".join([
+        "open_enrolment = false", 'id_parameter = "id"', f'completion_url = "{credit}"']), 1))
+    app = make_app(tmp_path, teammates, clock, protocol=protocol)
+    browser = app.test_client()
+    code = code_of(browser.get("/start?id=48213"))
+    page = browser.get(f"/p/{code}").data.decode()
+    expected = credit.replace("{id}", "48213").replace("&", "&amp;")
+    assert f'data-completion-url="{expected}"' in page and 'data-return-url=""' in page

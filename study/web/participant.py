@@ -11,6 +11,7 @@ same participant (``docs/recruitment.md``).
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from flask import (
     Blueprint,
@@ -94,10 +95,19 @@ def page(code: str) -> Any:
         return _not_found("unknown")
     g.enrolled = participant.get("created", False)
     recruitment = study.protocol.recruitment
-    page_html = render_template("participant.html", code=code, protocol=study.protocol,
-                                completion_url=recruitment.completion_url or "",
-                                return_url=recruitment.return_url or "")
+    page_html = render_template(
+        "participant.html", code=code, protocol=study.protocol,
+        completion_url=platform_address(recruitment.completion_url, participant),
+        return_url=platform_address(recruitment.return_url, participant))
     return _remember(make_response(page_html), code)
+
+
+def platform_address(template: str | None, participant: dict[str, Any]) -> str:
+    """A completion or return address with ``{id}`` replaced by the participant's
+    recruitment id (SONA's credit link needs its survey code); empty when none is set."""
+    if not template:
+        return ""
+    return template.replace("{id}", quote(participant.get("recruitment_id") or "", safe=""))
 
 
 def _not_found(reason: str) -> tuple[str, int]:
