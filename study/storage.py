@@ -22,6 +22,8 @@ import sqlite_utils
 REAL, INT, TEXT = float, int, str
 # How long a write waits for another process's transaction before it gives up.
 BUSY_TIMEOUT_SECONDS = 30
+# How long the checkpoint after a withdrawal waits for other connections' readers.
+CHECKPOINT_WAIT_SECONDS = 1.0
 
 # table -> (columns, not-null columns, foreign keys, unique column groups)
 SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[list[str]]]] = {
@@ -183,6 +185,7 @@ class Storage:
         # the file (whatever the SQLite build's default); see ``checkpoint``.
         self.db.execute("PRAGMA secure_delete=ON")
         self.checkpoint_due = False
+        self.checkpoint_retry_at = 0.0
         self.rejection_counts = RejectionCounts(self)
         self.create_schema()
 
@@ -312,12 +315,26 @@ class Storage:
             return True
         return False
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> bool:
         """Copy the write-ahead log into the database and empty it: after a withdrawal,
-        neither file holds a deleted row any longer (``secure_delete`` zeroes the pages)."""
+        neither file holds a deleted row any longer (``secure_delete`` zeroes the pages).
+
+        A reader of another connection (an export, another process) can hold the log; the
+        checkpoint then waits at most ``CHECKPOINT_WAIT_SECONDS`` rather than stall this
+        process, and is tried again after a later commit (at most that often)."""
         with self.lock:
-            self.checkpoint_due = False
-            self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            if time.monotonic() < self.checkpoint_retry_at:
+                return False
+            conn = self.db.conn
+            conn.execute(f"PRAGMA busy_timeout = {int(CHECKPOINT_WAIT_SECONDS * 1000)}")
+            try:
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_SECONDS * 1000}")
+            self.checkpoint_due = bool(busy)
+            self.checkpoint_retry_at = time.monotonic() + CHECKPOINT_WAIT_SECONDS if busy \
+                else 0.0
+            return not busy
 
     def _tables_with_participant_rows(self) -> list[str]:
         """The journey's tables in foreign-key order, then any other table with a

@@ -77,3 +77,21 @@ def test_the_snapshot_holds_whichever_table_is_read_first(tmp_path: Path, monkey
     monkeypatch.setattr(export, "read_table", read_then_write)
     result = export.build_export(storage.path)
     assert result.rows["cookies"] == 1 and result.rows["rounds"] == 1
+
+
+def test_a_withdrawal_during_an_export_checkpoints_once_the_export_is_done(tmp_path: Path):
+    """A reader holds the write-ahead log: the checkpoint after erasing waits a moment,
+    gives up without stalling, and empties the log at a later commit."""
+    storage = Storage(tmp_path / "study.sqlite")
+    a_round_with_cookies(storage, 2)
+    wal = storage.path.with_name(storage.path.name + "-wal")
+    reader = export.connect_read_only(storage.path)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM cookies").fetchone()  # an export in progress
+    storage.erase_participant(1, {"step": "withdrawn"})
+    assert storage.checkpoint_due and wal.stat().st_size > 0
+    reader.rollback()
+    reader.close()
+    storage.checkpoint_retry_at = 0.0  # the retry's wait has passed
+    storage.insert("counters", {"name": "after", "count": 1, "at": 2.0})
+    assert not storage.checkpoint_due and wal.stat().st_size == 0
