@@ -9,10 +9,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from web_support import LiveServer
 
 from study.bots import BEHAVIOURS, Profile, StudyFacts, bot_codes, run_swarm
 from study.bots.participant import Behaviour
-from study.bots.servers import ThreadServer, quick_protocol
+from study.bots.servers import quick_protocol
 from study.cli import main
 from study.commands.bot import codes_from
 from study.protocol import load_protocol
@@ -32,7 +33,7 @@ def served(tmp_path_factory):
     loaded = load_protocol(protocol)
     app = create_app({"PROTOCOL": protocol, "DATABASE": tmp / "study.sqlite",
                       "TEAMMATES": PoolTeammates.for_protocol(loaded, tmp / "pools")})
-    with ThreadServer(app) as server:
+    with LiveServer(app) as server:
         yield server.url, tmp / "study.sqlite", protocol, StudyFacts.from_protocol(loaded)
 
 

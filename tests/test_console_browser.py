@@ -3,20 +3,16 @@ them with the button."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
+from web_support import CHROMIUM, CHROMIUM_ARGS, DEMO, LiveServer
 
-from study.bots.servers import ThreadServer
 from study.protocol import load_protocol
-from study.web import console, create_app
+from study.web import create_app
 from study.web.teammate import PoolTeammates
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "protocols" / "demo.toml"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PASSWORD = "lab-password"
 
 pytestmark = pytest.mark.browser
@@ -24,13 +20,13 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def served(tmp_path):
+    """The console served by ``study serve``; the in-process app reads and writes the same
+    database as a participant's messages would."""
     app = create_app({"PROTOCOL": DEMO, "DATABASE": tmp_path / "study.sqlite",
                       "TEAMMATES": PoolTeammates.for_protocol(load_protocol(DEMO),
                                                               tmp_path / "pools"),
-                      "STUDY_CONSOLE_PASSWORD": PASSWORD})
-    if "console" not in app.blueprints:
-        console.init_app(app)
-    with ThreadServer(app) as server:
+                      "SCHEDULER": False, "STUDY_CONSOLE_PASSWORD": PASSWORD})
+    with LiveServer(app, env={"STUDY_CONSOLE_PASSWORD": PASSWORD}) as server:
         yield app, server.url
     app.extensions["console_pusher"].stop()
 
@@ -40,8 +36,7 @@ def test_the_console_creates_links_shows_live_changes_and_pauses(served):
     study = app.extensions["study"]
     assert Path(CHROMIUM).exists(), "Chromium is missing: make test installs it"
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM,
-                                             args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page()
         page.goto(f"{url}/console/")
         page.fill("input[name=password]", PASSWORD)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from web_support import LiveServer
 
 from study.bots import StudyFacts, profile_for, run_swarm
 from study.bots.human import (
@@ -20,7 +21,7 @@ from study.bots.human import (
     population_speeds,
     share_in_ranges,
 )
-from study.bots.servers import ThreadServer, quick_protocol
+from study.bots.servers import quick_protocol
 from study.protocol import load_protocol
 from study.web import create_app
 from study.web.progress import placement
@@ -110,7 +111,7 @@ def test_a_human_bot_reports_every_element_and_is_measured_by_it(tmp_path):
     app = create_app({"PROTOCOL": protocol_path, "DATABASE": tmp_path / "study.sqlite",
                       "TEAMMATES": PoolTeammates.for_protocol(protocol, tmp_path / "pools")})
     profile = replace(profile_for(0, "human", seed=5), stop_at="teammate")
-    with ThreadServer(app) as server:
+    with LiveServer(app) as server:
         result = run_swarm(server.url, ["human-bot-1"], [profile],
                            facts=StudyFacts.from_protocol(protocol), max_seconds=120)
     assert [o.error for o in result.outcomes] == [None], result.summary()

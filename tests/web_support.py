@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import itertools
-import threading
 from pathlib import Path
 from typing import Any
 
+from study.bots.servers import ServeProcess
 from study.pool import Pool, PoolSpec, ensure_pool
 from study.web import create_app
 from study.web.teammate import PoolTeammates
@@ -68,26 +68,31 @@ def make_app(tmp_path: Path, teammates: PoolTeammates, clock: FakeClock,
 
 
 class LiveServer:
-    """The real app on 127.0.0.1 and a free port, served by werkzeug in a thread."""
+    """The app's study served for real: ``study serve`` (gunicorn with a gevent worker) on
+    the app's protocol and database, on a free port. The in-process ``app`` stays for
+    reading what the served study wrote; its own scheduler is stopped, so the served
+    process holds the round scheduler's lease."""
 
-    def __init__(self, app: Any) -> None:
-        from werkzeug.serving import make_server
-
+    def __init__(self, app: Any, env: dict[str, str] | None = None) -> None:
         self.app = app
-        self.server = make_server("127.0.0.1", 0, app, threaded=True)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        scheduler = app.extensions.get("scheduler")
+        if scheduler is not None:
+            scheduler.stop()
+        database = Path(app.extensions["study"].storage.path)
+        self.process = ServeProcess(Path(app.config["PROTOCOL"]), database,
+                                    database.parent / "served-pools",
+                                    database.parent / "serve.log", env=env)
+        self.url = self.process.url
 
     def __enter__(self) -> LiveServer:
-        self.thread.start()
+        self.process.start(timeout=180)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.thread.join(timeout=10)
-        scheduler = self.app.extensions.get("scheduler")
-        if scheduler is not None:
-            scheduler.stop()
+        self.process.stop()
+
+    def output(self) -> str:
+        return self.process.output()
 
 
 CHROMIUM = "/usr/bin/chromium"
