@@ -7,10 +7,9 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from web_support import DEMO, FakeClock, page_socket
+from web_support import DEMO, FakeClock, LiveServer, page_socket
 
 from study.bots.client import AckLog, Connection, _Lost
-from study.bots.servers import ThreadServer
 from study.protocol import load_protocol
 from study.storage import SCHEMA
 from study.web import create_app
@@ -162,7 +161,7 @@ def test_oversized_payloads_are_refused(app):
 
 def test_a_packet_above_the_transport_limit_cuts_the_connection(app):
     """Over a real websocket: the server drops the connection and applies nothing."""
-    with ThreadServer(app) as server:
+    with LiveServer(app) as server:
         connection = Connection(server.url, "hugeone", AckLog(), ack_timeout=3)
         connection.open(patience=10)
         before = snapshot(app)

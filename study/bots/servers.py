@@ -1,5 +1,5 @@
-"""Study servers for bots to visit: ``study serve`` as a real process (killable, restartable)
-or an app in a thread, plus a quick variant of a protocol for tests and load runs.
+"""Study servers for bots to visit: ``study serve`` as a real process (killable, restartable),
+plus a quick variant of a protocol for tests and load runs.
 
 Only loopback addresses are used; every wait is bounded.
 """
@@ -12,13 +12,11 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import requests
-from werkzeug.serving import make_server
 
 
 def free_port() -> int:
@@ -123,25 +121,3 @@ class ServeProcess:
 
     def output(self) -> str:
         return self.log.read_text(encoding="utf-8") if self.log.exists() else ""
-
-
-class ThreadServer:
-    """A study app served from a thread of this process (quicker than a subprocess when a
-    test does not need to kill the server)."""
-
-    def __init__(self, app: Any) -> None:
-        self.server = make_server("127.0.0.1", 0, app, threaded=True)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True,
-                                       name="study-server")
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}"
-
-    def __enter__(self) -> ThreadServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self.server.shutdown()
-        self.thread.join(timeout=10)
