@@ -114,7 +114,9 @@ class Balanced:
         try:
             queue = self.message_queue or self._start_redis(directory)
             ports = [free_port() for _ in range(self.workers)]
-            env = {**os.environ,
+            # Workers listen on loopback behind HAProxy (``option forwardfor``): the
+            # client's address, which the login limit is kept per, is the forwarded one.
+            env = {**os.environ, "STUDY_TRUST_PROXY": "1",
                    "STUDY_SECRET_KEY": os.environ.get("STUDY_SECRET_KEY")
                    or secrets.token_hex(16)}
             for port in ports:
