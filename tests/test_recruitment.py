@@ -258,3 +258,14 @@ def test_a_sona_credit_address_gets_the_participant_survey_code(tmp_path, teamma
     page = browser.get(f"/p/{code}").data.decode()
     expected = credit.replace("{id}", "48213").replace("&", "&amp;")
     assert f'data-completion-url="{expected}"' in page and 'data-return-url=""' in page
+
+
+def test_a_participant_reading_the_consent_page_does_not_expire(app, clock):
+    browser = app.test_client()
+    code = code_of(browser.get("/start?PROLIFIC_PID=slow-reader"))
+    tab, _ = page_socket(app, code, browser)
+    assert tab.emit("join", {"code": code}, callback=True)["ok"]
+    clock.advance(31 * 60)
+    assert app.extensions["study"].expire_unconsented(force=True) == 0
+    tab.disconnect()
+    assert app.extensions["study"].expire_unconsented(force=True) == 1

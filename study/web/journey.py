@@ -130,7 +130,8 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
     def expire_unconsented(self, force: bool = False) -> int:
         """Delete participants who came by an open link or a recruitment id and have not
         consented within ``unconsented_expiry_minutes`` (they hold no condition order and
-        no data; links the experimenter created never expire). At most once a minute per
+        no data; links the experimenter created never expire, nor does a participant whose
+        page is open on a live connection). At most once a minute per
         process unless ``force``; returns how many expired."""
         if not force and time.monotonic() - self.expired_at < EXPIRY_CHECK_SECONDS:
             return 0
@@ -139,7 +140,8 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         with self.storage.event():
             rows = self.storage.all(
                 "SELECT id FROM participants WHERE step = 'consent' AND consent IS NULL AND "
-                "created_at < ? AND origin IN ('open', 'recruitment')", (cutoff,))
+                "created_at < ? AND origin IN ('open', 'recruitment') AND code NOT IN "
+                "(SELECT code FROM connections)", (cutoff,))
             self.storage.delete_participants([row["id"] for row in rows])
         return len(rows)
 
