@@ -2,7 +2,7 @@
 this machine, bots included.
 
     python -m benchmarks.load            # the whole matrix (about 20 minutes)
-    python -m benchmarks.load --quick    # a smaller one (about 5 minutes)
+    python -m benchmarks.load --quick    # a smaller one (about 6 minutes)
 
 Every configuration is a fresh ``study serve PROTOCOL --workers N`` (gunicorn with gevent;
 several behind HAProxy with Redis) on a fresh database, and light bots
