@@ -185,7 +185,7 @@ class Balanced:
 
 
 def haproxy_config(host: str, port: int, worker_ports: list[int]) -> str:
-    """HAProxy in front of the workers: least connections, a cookie that keeps a browser's
+    """HAProxy in front of the workers: new participants in turn, a cookie that keeps a browser's
     long-polling requests on one worker, health checks every half second so a dead worker
     is routed around, and tunnels (websockets) kept open for a whole study."""
     servers = "\n".join(
@@ -210,7 +210,7 @@ frontend study
     default_backend workers
 
 backend workers
-    balance leastconn
+    balance roundrobin
     cookie STUDY_WORKER insert indirect nocache httponly
     option httpchk GET /healthz
 {servers}
