@@ -122,7 +122,7 @@ class Balanced:
             for port in ports:
                 self._start_worker(port, queue, env)
             for port, worker in zip(ports, self.children[-len(ports):], strict=True):
-                _wait_for_port(port, worker, timeout=120)  # loading the pool takes a while
+                _wait_until_healthy(port, worker)
             self._start_haproxy(directory, ports)
             return self._wait(stopping)
         except KeyboardInterrupt:
@@ -238,6 +238,27 @@ def _need(program: str) -> str:
         raise InvalidInput("--workers", program, f"needs Debian's {program} "
                                                   f"(apt-get install {program})")
     return path
+
+
+def _wait_until_healthy(port: int, process: subprocess.Popen, timeout: float = 120.0) -> None:
+    """Until the worker's app answers ``/healthz`` (gunicorn listens before its worker has
+    loaded the pool): the balancer then starts with every worker in service."""
+    import urllib.error
+    import urllib.request
+
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        if process.poll() is not None:
+            raise InvalidInput("--workers", process.args[0],
+                               f"exited with {process.returncode} while starting")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.1)
+    raise InvalidInput("--workers", process.args[0], f"not healthy within {timeout} s")
 
 
 def _wait_for_port(port: int, process: subprocess.Popen, host: str = "127.0.0.1",
