@@ -15,17 +15,12 @@ from typing import Any
 import pytest
 import redis
 import requests
-from web_support import DEMO, FakeClock, make_app, small_pool
+from web_support import DEMO, FakeClock, make_app
 
 from study.bots.servers import ServeProcess, free_port, quick_protocol
 
 PASSWORD = "correct horse"
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def teammates(tmp_path_factory):
-    return small_pool(tmp_path_factory.mktemp("pools"))
 
 
 @pytest.fixture

@@ -12,25 +12,10 @@ import time
 from typing import Any
 
 import pytest
-from web_support import DEMO, FakeClock, make_app, msg, page_socket, small_pool
+from web_support import DEMO, msg, page_socket
 
 from study.storage import REJECTION_PAYLOAD_BYTES, REJECTIONS_KEPT
 from study.web.sockets import PRE_JOIN_LIMIT, REFUSAL_LIMIT
-
-
-@pytest.fixture(scope="module")
-def teammates(tmp_path_factory):
-    return small_pool(tmp_path_factory.mktemp("pools"))
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def app(tmp_path, teammates, clock):
-    return make_app(tmp_path, teammates, clock)
 
 
 def storage(app: Any) -> Any:

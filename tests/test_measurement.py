@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from human_journeys import HumanJourneys
-from web_support import FakeClock, make_app, msg, small_pool
+from web_support import FakeClock, msg
 
 from study.web.live import snapshot
 from study.web.progress import Placement, placement
@@ -26,21 +26,6 @@ from study.web.teammate import algorithm_for, live_team, session_row
 
 PROTOCOLS = Path(__file__).resolve().parents[1] / "protocols"
 LETTERS, SQUARES = letters_target("GO STEELERS"), squares_target("BR")
-
-
-@pytest.fixture(scope="module")
-def teammates(tmp_path_factory: pytest.TempPathFactory):
-    return small_pool(tmp_path_factory.mktemp("pools"))
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def app(tmp_path: Path, teammates, clock: FakeClock):
-    return make_app(tmp_path, teammates, clock)
 
 
 def study(app: Any) -> Any:

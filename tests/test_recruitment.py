@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from web_support import DEMO, FakeClock, make_app, msg, page_socket, small_pool
+from web_support import DEMO, make_app, msg, page_socket
 
 COMPLETE = "https://app.prolific.com/submissions/complete?cc=C0MPL3TE"
 RETURN = "https://app.prolific.com/submissions/complete?cc=RETURNED"
@@ -31,16 +31,6 @@ def recruitment_protocol(out: Path, open_enrolment: bool = False) -> Path:
             "unconsented_expiry_minutes = 30", "binding_idle_minutes = 20"]), 1)
     out.write_text(text)
     return out
-
-
-@pytest.fixture(scope="module")
-def teammates(tmp_path_factory):
-    return small_pool(tmp_path_factory.mktemp("pools"))
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture

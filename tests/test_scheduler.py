@@ -3,13 +3,7 @@ downtime, driven through the journey with an injected clock."""
 
 from __future__ import annotations
 
-import pytest
-from web_support import FakeClock, make_app, msg, small_pool
-
-
-@pytest.fixture(scope="module")
-def teammates(tmp_path_factory: pytest.TempPathFactory):
-    return small_pool(tmp_path_factory.mktemp("pool"))
+from web_support import FakeClock, make_app, msg
 
 
 def at_practice(journey, code: str) -> None:

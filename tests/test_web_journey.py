@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import weakref
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -17,21 +16,6 @@ from web_support import STUDY2, FakeClock, make_app, msg, page_socket, small_poo
 
 from study.storage import SERVER_SCHEMA
 from study.web.targets import letters_of
-
-
-@pytest.fixture(scope="module")
-def teammates(tmp_path_factory: pytest.TempPathFactory):
-    return small_pool(tmp_path_factory.mktemp("pools"))
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def app(tmp_path: Path, teammates, clock: FakeClock):
-    return make_app(tmp_path, teammates, clock)
 
 
 class Browser:

@@ -22,7 +22,7 @@ from test_web_journey import (
     play_session,
     through_preferences,
 )
-from web_support import FakeClock, make_app, small_pool
+from web_support import FakeClock, make_app
 
 SECRET_ANSWER = "my cousin bakes for the Ravens, 7731"
 EXTERNAL_ID = "prolific-4417-xq"
@@ -54,16 +54,6 @@ def assert_nothing_left(db_path: Path | str, code: str, texts: tuple[str, ...]) 
                 found = db.execute(f'SELECT count(*) FROM "{table}" WHERE '
                                    f'CAST("{column}" AS TEXT) LIKE ?', (f"%{text}%",)).fetchone()[0]
                 assert found == 0, f"{text!r} left in {table}.{column}"
-
-
-@pytest.fixture(scope="module")
-def teammates(tmp_path_factory: pytest.TempPathFactory):
-    return small_pool(tmp_path_factory.mktemp("pools"))
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture
