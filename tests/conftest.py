@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
+import redis
 from web_support import FakeClock, make_app, small_pool
+
+from study.bots.servers import free_port
 
 
 @pytest.fixture(scope="module")
@@ -23,3 +29,30 @@ def clock() -> FakeClock:
 def app(tmp_path: Path, teammates, clock: FakeClock):
     """The demo study on a temporary database, its clock in the test's hands."""
     return make_app(tmp_path, teammates, clock)
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    """A private Redis on a free loopback port, without persistence; stopped afterwards."""
+    assert shutil.which("redis-server"), "needs Debian's redis-server (make test installs it)"
+    port = free_port()
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    client = redis.Redis(host="127.0.0.1", port=port)
+    try:
+        give_up = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > give_up or process.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        client.close()
+        process.terminate()
+        process.wait(timeout=10)

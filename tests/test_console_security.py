@@ -6,18 +6,14 @@ by every server process through Redis."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 import requests
 from web_support import DEMO, FakeClock, make_app
 
-from study.bots.servers import ServeProcess, free_port, quick_protocol
+from study.bots.servers import ServeProcess, quick_protocol
 
 PASSWORD = "correct horse"
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,33 +108,6 @@ def test_proxy_headers_count_only_when_the_deployment_trusts_a_proxy(tmp_path, t
     secure = log_in(behind.test_client(), headers={"X-Forwarded-Proto": "https",
                                                    "X-Forwarded-For": "198.51.100.8"})
     assert "Secure" in secure.headers["Set-Cookie"]
-
-
-@pytest.fixture
-def redis_url(tmp_path):
-    """A private Redis on a free loopback port, without persistence; stopped afterwards."""
-    assert shutil.which("redis-server"), "needs Debian's redis-server"
-    port = free_port()
-    process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    client = redis.Redis(host="127.0.0.1", port=port)
-    try:
-        give_up = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > give_up or process.poll() is not None:
-                    raise
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        client.close()
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def web_log_in(base: str, password: str) -> int:

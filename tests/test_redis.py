@@ -10,19 +10,15 @@ a free loopback port.
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
-import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
-import redis
 
 from study.bots import BEHAVIOURS, Profile, StudyFacts, SwarmResult, bot_codes, run_swarm
 from study.bots.audit import closing_drift, missing_acknowledged
-from study.bots.servers import ServeProcess, free_port, quick_protocol
+from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol import load_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,33 +29,6 @@ def sqlite_rows(db: Path, sql: str) -> list[dict]:
         connection.row_factory = sqlite3.Row
         return [dict(row) for row in connection.execute(sql)]
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def redis_url(tmp_path):
-    """A private Redis on a free loopback port, without persistence; stopped afterwards."""
-    assert shutil.which("redis-server"), "needs Debian's redis-server (make test installs it)"
-    port = free_port()
-    process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    client = redis.Redis(host="127.0.0.1", port=port)
-    try:
-        give_up = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > give_up or process.poll() is not None:
-                    raise
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        client.close()
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def test_two_processes_share_pushes_through_redis(tmp_path, redis_url):

@@ -89,16 +89,24 @@ class Rounds:
                 "role": role, "task_type": task, "task_name": TASK_NAMES[task],
                 "held_before": to_json(held.tolist()), "at": now})
 
-    def _cookie(self, participant: dict[str, Any], payload: dict[str, Any], now: float) -> None:
+    def _running_round_of(self, participant: dict[str, Any], payload: dict[str, Any],
+                          now: float, event: str) -> tuple[dict[str, Any], Any]:
+        """The participant's running round a cookie or a placed element is for, and the
+        content sent: refused unless the round is theirs and still running at ``now``."""
         round_id, content = whole(payload.get("round_id"), "round_id"), payload.get("content")
         if content is None:
-            raise Rejected("malformed", "cookie needs round_id (whole number) and content")
+            raise Rejected("malformed", f"{event} needs round_id (whole number) and content")
         row = self.storage.one("SELECT * FROM rounds WHERE id = ? AND participant_id = ?",
                                (round_id, participant["id"]))
         if row is None or participant["step"] not in ROUND_STEPS:
             raise Rejected("out-of-order", f"round {round_id} is not this participant's")
         if row["closed_at"] is not None or now > row["deadline"]:
             raise Rejected("round-closed", f"round {round_id} ended at {row['deadline']:.3f}")
+        return row, content
+
+    def _cookie(self, participant: dict[str, Any], payload: dict[str, Any], now: float) -> None:
+        row, content = self._running_round_of(participant, payload, now, "cookie")
+        round_id = row["id"]
         previous = self.storage.one(
             "SELECT max(finished_at) AS at FROM cookies WHERE round_id = ? AND actor = ?",
             (round_id, "participant"))

@@ -9,14 +9,13 @@ round cut by server downtime is measured over the time the server was up.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from study.protocol import Protocol
 from study.storage import Storage
 from study.web import rounds
-from study.web.inputs import whole
-from study.web.pages import ROUND_STEPS
 from study.web.rejections import Rejected
 
 LETTERS_CONTENT = re.compile(r"^[A-Z0-9]{0,64}$")
@@ -106,19 +105,13 @@ class PartialCookies:
 
     protocol: Protocol
     storage: Storage
+    _running_round_of: Callable[..., tuple[dict[str, Any], Any]]  # from ``playing.Rounds``
 
     def _progress(self, participant: dict[str, Any], payload: dict[str, Any],
                   now: float) -> None:
         """Store one placed element: the cookie as now decorated, checked on the server."""
-        round_id, content = whole(payload.get("round_id"), "round_id"), payload.get("content")
-        if content is None:
-            raise Rejected("malformed", "progress needs round_id (whole number) and content")
-        row = self.storage.one("SELECT * FROM rounds WHERE id = ? AND participant_id = ?",
-                               (round_id, participant["id"]))
-        if row is None or participant["step"] not in ROUND_STEPS:
-            raise Rejected("out-of-order", f"round {round_id} is not this participant's")
-        if row["closed_at"] is not None or now > row["deadline"]:
-            raise Rejected("round-closed", f"round {round_id} ended at {row['deadline']:.3f}")
+        row, content = self._running_round_of(participant, payload, now, "progress")
+        round_id = row["id"]
         placed = placement(rounds.target(self.protocol, row["task_type"]), content)
         self.storage.insert("progress", {
             "round_id": round_id, "participant_id": participant["id"],
