@@ -237,7 +237,7 @@ class Storage:
                 with self.db.atomic():
                     yield self.db
                 return
-            self.db.conn.execute("BEGIN IMMEDIATE")
+            self._begin_immediate()
             try:
                 yield self.db
             except BaseException:
@@ -247,6 +247,31 @@ class Storage:
             self.db.conn.execute("COMMIT")
             if self.checkpoint_due:
                 self.checkpoint()
+
+    def _begin_immediate(self) -> None:
+        """Take the write lock, waiting for other processes' transactions in short sleeps.
+
+        SQLite's own busy handler sleeps in steps growing to 100 ms inside C, where a gevent
+        server cannot run anything else and a lock freed meanwhile waits for the sleep to
+        end. Here the lock is asked for at once; while another process holds it, this one
+        sleeps a millisecond or so (a gevent-patched sleep lets the process's other
+        participants go on) and asks again, up to the busy timeout."""
+        connection = self.db.conn
+        give_up = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        delay = 0.0005
+        connection.execute("PRAGMA busy_timeout = 0")
+        try:
+            while True:
+                try:
+                    connection.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) or time.monotonic() > give_up:
+                        raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.004)
+        finally:
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_SECONDS * 1000}")
 
     # --- reading ------------------------------------------------------------------------
 

@@ -185,11 +185,12 @@ class Balanced:
 
 
 def haproxy_config(host: str, port: int, worker_ports: list[int]) -> str:
-    """HAProxy in front of the workers: new participants in turn, a cookie that keeps a browser's
-    long-polling requests on one worker, health checks every half second so a dead worker
-    is routed around, and tunnels (websockets) kept open for a whole study."""
+    """HAProxy in front of the workers: new participants in turn, a cookie that keeps a
+    browser's long-polling requests on one worker, health checks every second so a dead
+    worker is routed around (a busy one, slow to answer, is not), and tunnels (websockets)
+    kept open for a whole study."""
     servers = "\n".join(
-        f"    server w{index} 127.0.0.1:{worker} check inter 500ms fall 2 rise 1 "
+        f"    server w{index} 127.0.0.1:{worker} check inter 1s fall 3 rise 1 "
         f"cookie w{index}" for index, worker in enumerate(worker_ports, 1))
     return f"""global
     maxconn {haproxy_max_connections()}
@@ -201,6 +202,7 @@ defaults
     timeout server 2h
     timeout tunnel 2h
     timeout http-request 30s
+    timeout check 5s
     option redispatch
     retries 3
 

@@ -233,8 +233,11 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
             reply = self._refuse(participant, event, msg_id,
                                  Rejected("malformed", type(error).__name__), payload)
         else:
-            reply = {"ok": True, "state": self.state(participant["code"])}
-            self.pushes.append((participant["code"], "state", reply["state"]))
+            # The ack carries the new state to the tab that sent the message (the one tab
+            # of this participant: another is told it was displaced). A placed element
+            # changes nothing the page shows, so its ack is bare: it is most messages.
+            reply = {"ok": True} if event == "progress" else {
+                "ok": True, "state": self.state(participant["code"])}
         self.flush()
         return reply
 
