@@ -35,13 +35,14 @@ import socketio
 from study.bots.client import Acked, AckLog, State, new_msg_id
 from study.bots.human import Human, noise
 from study.bots.participant import (
-    COOKIE_NAMES,
     DEFAULT_FACTS,
     ROUND_STEPS,
     SPACING_MARGIN,
     TERMINAL_STEPS,
     StudyFacts,
+    answer_item,
     cookie_content,
+    theme_rating,
 )
 from study.decorator import Decorator
 
@@ -290,27 +291,13 @@ class LightBot:
             return {"consent": True}
         if step == "preferences":
             points = int((page.get("scale") or {}).get("points", 7))
-            return {"ratings": {theme["id"]: self._rating(theme.get("cookie"), points)
-                                for theme in page.get("themes", [])}}
+            return {"ratings": {
+                theme["id"]: theme_rating(self.preferences, theme.get("cookie"), points)
+                for theme in page.get("themes", [])}}
         if step.startswith("questionnaire") or step == "post":
-            return {"answers": {item["id"]: self._answer(item) for item in page.get("items", [])}}
+            return {"answers": {item["id"]: answer_item(item, self.rng)
+                                for item in page.get("items", [])}}
         return {}
-
-    def _rating(self, cookie: str | None, points: int) -> int:
-        if cookie not in COOKIE_NAMES:
-            return (points + 1) // 2
-        preference = self.preferences[COOKIE_NAMES.index(cookie)]
-        return 1 + round((preference - 0.01) / 0.98 * (points - 1))
-
-    def _answer(self, item: dict[str, Any]) -> Any:
-        kind = item.get("kind")
-        if kind == "likert":
-            return int(self.rng.integers(1, int(item.get("points", 7)) + 1))
-        if kind == "choice":
-            return str(self.rng.choice(item["options"]))
-        if kind == "number":
-            return float(item.get("min", 0))
-        return "A bot's answer."
 
     async def play_round(self, state: State, patience: float) -> None:
         step, current = state["step"], state.get("round") or {}

@@ -115,6 +115,27 @@ class Outcome:
     stopped: bool = False  # left the study at its profile's stop point
 
 
+
+def theme_rating(preferences: tuple[float, ...], cookie: str | None, points: int) -> int:
+    """The rating of a theme that measures back to the preference of the cookie type it is
+    on (MODEL.md's mapping); a theme on no cookie type gets the middle of the scale."""
+    if cookie not in COOKIE_NAMES:
+        return (points + 1) // 2
+    preference = preferences[COOKIE_NAMES.index(cookie)]
+    return 1 + round((preference - 0.01) / 0.98 * (points - 1))
+
+
+def answer_item(item: dict[str, Any], rng: np.random.Generator) -> Any:
+    """A bot's answer to a questionnaire item: any valid value of its kind."""
+    kind = item.get("kind")
+    if kind == "likert":
+        return int(rng.integers(1, int(item.get("points", 7)) + 1))
+    if kind == "choice":
+        return str(rng.choice(item["options"]))
+    if kind == "number":
+        return float(item.get("min", 0))
+    return "A bot's answer."
+
 class Bot:
     """Drives one participant from the consent page to the end of the study."""
 
@@ -188,23 +209,12 @@ class Bot:
         points = int((page.get("scale") or {}).get("points", 7))
         ratings = {}
         for theme in page.get("themes", []):
-            cookie = theme.get("cookie")
-            if cookie in COOKIE_NAMES:
-                preference = self.profile.preferences[COOKIE_NAMES.index(cookie)]
-                ratings[theme["id"]] = 1 + round((preference - 0.01) / 0.98 * (points - 1))
-            else:
-                ratings[theme["id"]] = (points + 1) // 2
+            ratings[theme["id"]] = theme_rating(self.profile.preferences, theme.get("cookie"),
+                                                points)
         return ratings
 
     def answer(self, item: dict[str, Any]) -> Any:
-        kind = item.get("kind")
-        if kind == "likert":
-            return int(self.rng.integers(1, int(item.get("points", 7)) + 1))
-        if kind == "choice":
-            return str(self.rng.choice(item["options"]))
-        if kind == "number":
-            return float(item.get("min", 0))
-        return "A bot's answer."
+        return answer_item(item, self.rng)
 
     # --- rounds -------------------------------------------------------------------------
 
