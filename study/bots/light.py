@@ -40,9 +40,8 @@ from study.bots.participant import (
     SPACING_MARGIN,
     TERMINAL_STEPS,
     StudyFacts,
-    answer_item,
     cookie_content,
-    theme_rating,
+    page_answers,
 )
 from study.decorator import Decorator
 
@@ -284,20 +283,7 @@ class LightBot:
         return self.state["step"] if self.state else None
 
     def page_data(self, state: State) -> dict[str, Any]:
-        step, page = state["step"], state.get("page") or {}
-        if step == "consent":
-            return {"agree": True}
-        if step == "debrief":
-            return {"consent": True}
-        if step == "preferences":
-            points = int((page.get("scale") or {}).get("points", 7))
-            return {"ratings": {
-                theme["id"]: theme_rating(self.preferences, theme.get("cookie"), points)
-                for theme in page.get("themes", [])}}
-        if step.startswith("questionnaire") or step == "post":
-            return {"answers": {item["id"]: answer_item(item, self.rng)
-                                for item in page.get("items", [])}}
-        return {}
+        return page_answers(state, self.preferences, self.rng)
 
     async def play_round(self, state: State, patience: float) -> None:
         step, current = state["step"], state.get("round") or {}

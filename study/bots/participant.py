@@ -125,6 +125,25 @@ def theme_rating(preferences: tuple[float, ...], cookie: str | None, points: int
     return 1 + round((preference - 0.01) / 0.98 * (points - 1))
 
 
+def page_answers(state: State, preferences: tuple[float, ...],
+                 rng: np.random.Generator) -> dict[str, Any]:
+    """What a bot submits on a page: consent, theme ratings that measure back to its
+    preferences (the page says which cookie type carries each theme), any valid answers."""
+    step, page = state["step"], state.get("page") or {}
+    if step == "consent":
+        return {"agree": True}
+    if step == "debrief":
+        return {"consent": True}
+    if step == "preferences":
+        points = int((page.get("scale") or {}).get("points", 7))
+        return {"ratings": {theme["id"]: theme_rating(preferences, theme.get("cookie"), points)
+                            for theme in page.get("themes", [])}}
+    if step.startswith("questionnaire") or step == "post":
+        return {"answers": {item["id"]: answer_item(item, rng)
+                            for item in page.get("items", [])}}
+    return {}
+
+
 def answer_item(item: dict[str, Any], rng: np.random.Generator) -> Any:
     """A bot's answer to a questionnaire item: any valid value of its kind."""
     kind = item.get("kind")
@@ -192,29 +211,7 @@ class Bot:
         return ack.get("state") or self.connection.state
 
     def page_data(self, state: State) -> dict[str, Any]:
-        step, page = state["step"], state.get("page") or {}
-        if step == "consent":
-            return {"agree": True}
-        if step == "debrief":
-            return {"consent": True}
-        if step == "preferences":
-            return {"ratings": self.ratings(page)}
-        if step.startswith("questionnaire") or step == "post":
-            return {"answers": {item["id"]: self.answer(item) for item in page.get("items", [])}}
-        return {}
-
-    def ratings(self, page: dict[str, Any]) -> dict[str, int]:
-        """Theme ratings that measure back to the bot's preferences (MODEL.md's mapping);
-        the page says which cookie type carries each theme, themes on none get the middle."""
-        points = int((page.get("scale") or {}).get("points", 7))
-        ratings = {}
-        for theme in page.get("themes", []):
-            ratings[theme["id"]] = theme_rating(self.profile.preferences, theme.get("cookie"),
-                                                points)
-        return ratings
-
-    def answer(self, item: dict[str, Any]) -> Any:
-        return answer_item(item, self.rng)
+        return page_answers(state, self.profile.preferences, self.rng)
 
     # --- rounds -------------------------------------------------------------------------
 
