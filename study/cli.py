@@ -65,7 +65,7 @@ def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> 
     """Parse, run the chosen handler, and turn refused input into one line and exit code 2
     (shared by the ``study`` and ``analysis`` commands)."""
     args = parser.parse_args(argv)
-    from study.model import InvalidInput
+    from study.terms import InvalidInput
     from study.tomlsource import ProtocolError
 
     try:

@@ -15,19 +15,13 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-ALGORITHMS = ("efficient", "fair", "fea")
-DEFAULT_KITS = (8, 8)
-DEFAULT_FEA_WEIGHT = 0.70
-DISCOUNT = 0.9
-
-
-class InvalidInput(ValueError):
-    """Input that the model refuses; the message names the field and the value."""
-
-    def __init__(self, field_name: str, value: object, reason: str) -> None:
-        self.field = field_name
-        self.value = value
-        super().__init__(f"{field_name} = {value!r}: {reason}")
+from study.terms import (
+    ALGORITHMS,
+    DEFAULT_FEA_WEIGHT,
+    DEFAULT_KITS,
+    InvalidInput,
+    validate_kits,
+)
 
 
 def _as_coefficients(name: str, values: object, shape: tuple[int, ...] | None) -> np.ndarray:
@@ -79,22 +73,6 @@ def validate_coefficients(c: object, p: object) -> tuple[np.ndarray, np.ndarray]
         raise InvalidInput(f"c{list(index)}", capability[index].tolist(),
                            "a human's capabilities must sum to more than 0")
     return capability, preference
-
-
-def validate_kits(kits: object, humans: int) -> tuple[int, ...]:
-    """Kits per task type: whole, non-negative, and a total divisible by the humans."""
-    try:
-        values = tuple(int(k) for k in kits)  # type: ignore[union-attr]
-    except (TypeError, ValueError) as error:
-        raise InvalidInput("kits", kits, "must be whole numbers") from error
-    if not values or any(k < 0 for k in values) or list(values) != [float(k) for k in kits]:  # type: ignore[union-attr]
-        raise InvalidInput("kits", kits, "must be non-negative whole numbers")
-    total = sum(values)
-    if total == 0 or total % humans:
-        raise InvalidInput("kits", list(values),
-                           f"the total ({total}) must be a positive multiple of the "
-                           f"number of humans ({humans})")
-    return values
 
 
 @dataclass(frozen=True)

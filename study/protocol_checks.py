@@ -17,8 +17,8 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from study import protocol_schema as schema
-from study.model import InvalidInput, validate_kits
 from study.protocol_schema import ITEM_KINDS, TASK_NAMES
+from study.terms import InvalidInput, validate_kits
 
 Problem = tuple[str, str]  # dotted field, message
 ROBOT_PLACEHOLDER = re.compile(r"\{robot:([a-z][a-z0-9_-]*)\}")

@@ -21,7 +21,7 @@ from pydantic import (
     create_model,
 )
 
-from study.model import ALGORITHMS
+from study.terms import ALGORITHMS
 
 TASK_NAMES = ("squares", "letters")
 ROUND_ORDERS = ("default", "anytime-fair")
@@ -62,10 +62,14 @@ LIMITS = {"kits_per_type": 64, "pool_teams": 5_000_000, "seconds": 3600,
 
 
 class Strict(BaseModel):
-    """A protocol table: unknown keys, loose types and NaN or infinity are errors."""
+    """A protocol table: unknown keys, loose types and NaN or infinity are errors.
+
+    Validators are built on first use (``defer_build``): validating a protocol builds the
+    one for ``ProtocolFile`` with every table inside it, not one more per table class.
+    """
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False,
-                              frozen=True)
+                              frozen=True, defer_build=True)
 
 
 def _text(max_length: int, description: str, **extra: Any) -> Any:

@@ -15,7 +15,6 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from study.model import (
-    DISCOUNT,
     Algorithm,
     InvalidInput,
     StateSpace,
@@ -26,6 +25,7 @@ from study.model import (
     state_space,
     validate_coefficients,
 )
+from study.terms import DISCOUNT
 
 TIE_TOLERANCE = 1e-9
 ORDERS = ("default", "anytime-fair")

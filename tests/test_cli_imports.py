@@ -6,11 +6,13 @@ import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from study.cli import COMMANDS, chosen_command, main
 
+PROTOCOLS = Path(__file__).resolve().parent.parent / "protocols"
 HEAVY = ("pandas", "scipy", "pyarrow", "matplotlib", "flask", "dask", "mdptoolbox",
          "socketio", "tqdm")
 
@@ -25,9 +27,9 @@ print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in {h
 """
 
 
-def heavy_imports(module: str, argv: list[str]) -> list[str]:
+def heavy_imports(module: str, argv: list[str], heavy: tuple[str, ...] = HEAVY) -> list[str]:
     """The heavy top-level packages a fresh interpreter has imported after ``argv``."""
-    code = PROBE.format(module=module, argv=argv, heavy=HEAVY)
+    code = PROBE.format(module=module, argv=argv, heavy=heavy)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120, check=True)
     return json.loads(result.stdout.splitlines()[-1])
@@ -44,6 +46,13 @@ def heavy_imports(module: str, argv: list[str]) -> list[str]:
 ])
 def test_help_and_one_team_import_no_heavy_library(module, argv):
     assert heavy_imports(module, argv) == []
+
+
+def test_checking_a_protocol_imports_neither_numpy_nor_a_heavy_library():
+    """``study check`` reads and validates a protocol (its pool section included) with the
+    model's plain names alone."""
+    study1 = str(PROTOCOLS / "study1.toml")
+    assert heavy_imports("study.cli", ["check", study1], (*HEAVY, "numpy")) == []
 
 
 def test_help_lists_every_command(capsys):

@@ -26,8 +26,8 @@ def register(subcommands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from study.model import InvalidInput
     from study.protocol import load_protocol
+    from study.terms import InvalidInput
 
     if args.schema is None and not args.protocols:
         raise InvalidInput("PROTOCOL", None, "name a protocol file to check, or --schema")

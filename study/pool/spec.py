@@ -14,13 +14,16 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from study.model import ALGORITHMS, Algorithm, InvalidInput, validate_kits
-from study.pool.teamtypes import COMPARATIVE_ADVANTAGE, MOST_CAPABLE_READINGS, TEAM_TYPES
+from study.pool.names import COMPARATIVE_ADVANTAGE, MOST_CAPABLE_READINGS, TEAM_TYPES
+from study.terms import ALGORITHMS, InvalidInput, validate_kits
 from study.tomlsource import ProtocolError, TomlSource
+
+if TYPE_CHECKING:  # numpy and the model are imported where a spec is used, not read
+    import numpy as np
+
+    from study.model import Algorithm
 
 # Bump when the pool file's columns or the sampling scheme change: it is part of the
 # digest, so ``ensure_pool`` never reuses a pool built the old way.
@@ -71,6 +74,8 @@ class Criteria:
     def coefficient_mask(self, c: np.ndarray, p: np.ndarray,
                          team_type: np.ndarray | None) -> np.ndarray:
         """Every criterion but the fair gap, which needs the teams solved."""
+        import numpy as np
+
         keep = np.ones(len(c), dtype=bool)
         for values, intervals in ((c, self.c), (p, self.p)):
             if intervals is not None:
@@ -163,6 +168,8 @@ class PoolSpec:
         return {"efficient", "fair"} <= set(self.algorithms)
 
     def algorithm(self, name: str) -> Algorithm:
+        from study.model import Algorithm
+
         if name == "fea" and self.fea is not None:
             return Algorithm("fea", w=self.fea.w, lo=self.fea.lo, hi=self.fea.hi)
         return Algorithm(name)
@@ -224,6 +231,8 @@ def _hash(data: dict[str, Any]) -> str:
 
 def interval_arrays(intervals: Intervals) -> tuple[np.ndarray, np.ndarray]:
     """``lo, hi`` arrays ``[h, n]`` of per-human, per-type intervals."""
+    import numpy as np
+
     array = np.array(intervals, dtype=float)
     return array[..., 0], array[..., 1]
 

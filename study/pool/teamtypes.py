@@ -10,18 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from study.model import first_argmax, sum_last
-
-# "mixed-reversed" is MODEL.md's remaining case (the most capable human positively
-# correlated, another negatively): the paper's prior counts it as Mixed, but its Mixed
-# results describe the most capable human as the negatively correlated one, so the pool
-# keeps the two apart and a protocol says which it means.
-TEAM_TYPES = ("mixed", "twins", "negative", "mixed-reversed")
-
-# Readings of "the most capable human" (MODEL.md, Team types). The first is MODEL.md's
-# and the default; the second is the earlier one, kept so old results can be rebuilt.
-COMPARATIVE_ADVANTAGE = "comparative-advantage"
-HIGHEST_COEFFICIENT = "highest-coefficient"
-MOST_CAPABLE_READINGS = (COMPARATIVE_ADVANTAGE, HIGHEST_COEFFICIENT)
+from study.pool.names import (
+    COMPARATIVE_ADVANTAGE,
+    HIGHEST_COEFFICIENT,
+    MOST_CAPABLE_READINGS,
+    TEAM_TYPES,
+)
 
 
 def best_type(c: np.ndarray) -> np.ndarray:
