@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -29,6 +29,9 @@ from study.protocol_schema import (
     TASK_NAMES,
 )
 from study.tomlsource import ProtocolError, TomlSource
+
+if TYPE_CHECKING:
+    from study.pool.spec import PoolSpec
 
 __all__ = ["CONDITION_ORDERS", "EXCLUSION_RULES", "ITEM_KINDS", "PAGES", "ROUND_ORDERS",
            "TASK_NAMES", "AnalysisRules", "Protocol", "ProtocolError", "Recruitment",
@@ -149,6 +152,7 @@ class Protocol:
     preference_prompt: str
     session_questionnaire: Questionnaire
     post_questionnaire: Questionnaire
+    pool: PoolSpec = field(repr=False, compare=False)
     recruitment: Recruitment = field(default_factory=Recruitment)
     analysis: AnalysisRules = field(default_factory=AnalysisRules)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -184,11 +188,10 @@ class Protocol:
         names = {c.id: c.robot for c in self.conditions}
         return ROBOT_PLACEHOLDER.sub(lambda m: names.get(m.group(1), m.group(0)), text)
 
-    def pool_spec(self) -> Any:
-        """The ``[pool]`` section as ``study.pool.PoolSpec`` reads it."""
-        from study.pool import PoolSpec
-
-        return PoolSpec.from_protocol(self.path)
+    def pool_spec(self) -> PoolSpec:
+        """The ``[pool]`` section as ``study.pool.PoolSpec`` read it when the protocol was
+        validated."""
+        return self.pool
 
 
 def load_protocol(path: Path | str) -> Protocol:
@@ -209,8 +212,7 @@ def _validate(source: TomlSource) -> Protocol:
     problems = list(cross_problems(document, source.data))
     if problems:
         raise _first(source, problems)
-    _check_pool(source)
-    return _build(document, source.path)
+    return _build(document, source.path, _pool_spec(source))
 
 
 def _first(source: TomlSource, problems: list[Problem]) -> ProtocolError:
@@ -223,17 +225,17 @@ def _first(source: TomlSource, problems: list[Problem]) -> ProtocolError:
     return source.error(dotted, message)
 
 
-def _check_pool(source: TomlSource) -> None:
+def _pool_spec(source: TomlSource) -> PoolSpec:
     """The ``[pool]`` section as the pool builder reads it (interval shapes, overlaps)."""
     from study.pool.spec import parse_pool
 
-    parse_pool(source.data["pool"], source.error, name=source.path.stem)
+    return parse_pool(source.data["pool"], source.error, name=source.path.stem)
 
 
 # --- the validated document as the study reads it ---------------------------------------
 
 
-def _build(doc: schema.ProtocolFile, path: Path) -> Protocol:
+def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
     scales = {name: Scale(s.points, tuple(s.anchors)) for name, s in doc.scales.items()}
     themes = tuple(Theme(t.id, t.name, t.text, t.initials.upper(), t.description, t.colour)
                    for t in doc.themes)
@@ -259,6 +261,7 @@ def _build(doc: schema.ProtocolFile, path: Path) -> Protocol:
         preference_prompt=doc.preferences.prompt,
         session_questionnaire=_questionnaire(doc.questionnaires.session, scales),
         post_questionnaire=_questionnaire(doc.questionnaires.post, scales),
+        pool=pool,
         recruitment=_recruitment(doc.recruitment),
         analysis=AnalysisRules(tuple(doc.analysis.exclude),
                                doc.analysis.keep_completed_sessions_of_incomplete,
