@@ -15,6 +15,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from study.memo import cached_value
 from study.terms import (
     ALGORITHMS,
     DEFAULT_FEA_WEIGHT,
@@ -75,16 +76,32 @@ def validate_coefficients(c: object, p: object) -> tuple[np.ndarray, np.ndarray]
     return capability, preference
 
 
+def _valid_float_team(c: object, p: object) -> bool:
+    """Whether ``c, p`` are already float arrays ``[h, n]`` of a valid team (the live
+    path's case), checked on a few Python floats; anything else takes the full check and
+    its error messages."""
+    if not (type(c) is np.ndarray and type(p) is np.ndarray and c.dtype == np.float64
+            and p.dtype == np.float64 and c.ndim == 2 and c.shape == p.shape
+            and c.shape[0] >= 2 and c.size <= _SMALL):
+        return False
+    capability = c.tolist()
+    return (all(0.0 <= value <= 1.0 for row in capability for value in row)
+            and all(0.0 <= value <= 1.0 for row in p.tolist() for value in row)
+            and all(sum(row) > 0 for row in capability))
+
+
 @dataclass(frozen=True)
 class Team:
     """Capabilities ``c[i][j]`` and preferences ``p[i][j]`` of one team, validated."""
 
     c: np.ndarray
     p: np.ndarray
-    _goal_sums: dict[StateSpace, HumanSums] = field(default_factory=dict, init=False,
-                                                    repr=False, compare=False)
+    _goal_sums: dict[StateSpace, TeamGoalSums] = field(default_factory=dict, init=False,
+                                                       repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if _valid_float_team(self.c, self.p):
+            return
         c, p = validate_coefficients(self.c, self.p)
         if c.ndim != 2:
             raise InvalidInput("c", self.c.tolist(), "a team has shape [humans, task types]")
@@ -103,9 +120,9 @@ class Team:
         """The same team with its humans renumbered (``order[k]`` becomes human ``k``)."""
         return Team(self.c[order], self.p[order])
 
-    def goal_sums(self, space: StateSpace) -> HumanSums:
-        """``[h, G]`` sums over the goal states of ``space``, computed once per space (a
-        live session solves the same team for each of its conditions)."""
+    def goal_sums(self, space: StateSpace) -> TeamGoalSums:
+        """Sums over the goal states of ``space``, computed once per space (a live session
+        solves the same team for each of its conditions)."""
         if space not in self._goal_sums:
             self._goal_sums[space] = team_goal_sums(self.c, self.p, space)
         return self._goal_sums[space]
@@ -286,18 +303,80 @@ def goal_major_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> GoalSums
                     inputs.T[:, None, :])
 
 
-def team_goal_sums(c: np.ndarray, p: np.ndarray, space: StateSpace) -> GoalSums:
-    """``HumanSums`` ``[h, G]`` of one team ``c, p [h, n]``: the numbers of
-    ``goal_major_sums`` for a batch of one, in fewer and smaller steps (the live path)."""
+@dataclass(frozen=True, eq=False)
+class TeamGoalSums:
+    """One team's per-human sums in every goal state, as Python floats (the live path).
+
+    A live session solves one team over a handful of goals, where plain floats are several
+    times faster than array operations. Every metric takes the operations of ``HumanSums``
+    in the same order, so a team's rewards equal its row of a batch to the last bit.
+    ``capability[i]`` and ``preference[i]`` hold human ``i``'s weighted kits in every goal,
+    ``kits`` all humans' kits in every goal, ``inputs`` each human's summed capabilities.
+    """
+
+    capability: list[list[float]]
+    preference: list[list[float]]
+    kits: list[float]
+    inputs: list[float]
+
+    @cached_value
+    def efficiency(self) -> list[float]:
+        return [total / kits for total, kits in zip(_goalwise_total(self.capability),
+                                                    self.kits, strict=True)]
+
+    @cached_value
+    def fairness(self) -> list[float]:
+        both = [[c + p for c, p in zip(cap, pref, strict=True)]
+                for cap, pref in zip(self.capability, self.preference, strict=True)]
+        humans = len(both)
+        return [difference / (2 * (kits / humans))
+                for difference, kits in zip(_goalwise_difference(both), self.kits, strict=True)]
+
+    @cached_value
+    def fair_equity(self) -> list[float]:
+        return _goalwise_difference([[p / inputs for p in pref]
+                                     for pref, inputs in zip(self.preference, self.inputs,
+                                                             strict=True)])
+
+    def rewards(self, algorithm: Algorithm) -> list[float]:
+        """``R(s')`` of every goal, as ``reward_from_sums`` computes it."""
+        if algorithm.name == "efficient":
+            return self.efficiency
+        if algorithm.name == "fair":
+            return [1.0 - abs(f) for f in self.fairness]
+        lo, span, w = algorithm.lo, algorithm.hi - algorithm.lo, algorithm.w
+        keep = 1.0 - w
+        scaled = [(abs(fe) - lo) / span for fe in self.fair_equity]
+        return [w * e + (1.0 - (0.0 if s <= 0.0 else 1.0 if s >= 1.0 else s)) * keep
+                for e, s in zip(self.efficiency, scaled, strict=True)]
+
+
+def _goalwise_total(per_human: list[list[float]]) -> list[float]:
+    """``_total`` on Python floats: per goal, the humans' values added in human order."""
+    total = per_human[0]
+    for values in per_human[1:]:
+        total = [a + b for a, b in zip(total, values, strict=True)]
+    return total
+
+
+def _goalwise_difference(per_human: list[list[float]]) -> list[float]:
+    """``_difference`` on Python floats: ``x_0 - x_1`` for two humans, else the spread."""
+    if len(per_human) == 2:
+        return [a - b for a, b in zip(*per_human, strict=True)]
+    return [max(values) - min(values) for values in zip(*per_human, strict=True)]
+
+
+def team_goal_sums(c: np.ndarray, p: np.ndarray, space: StateSpace) -> TeamGoalSums:
+    """The sums of ``goal_major_sums`` for one team ``c, p [h, n]``: products by one array
+    operation, each human's sum over task types in type order as a batch adds them."""
     products = space.doubled_goal_allocations * np.concatenate((c, p))
-    weighted = products[..., 0] + products[..., 1]
-    inputs = c[:, 0] + c[:, 1]
-    for j in range(2, c.shape[1]):
-        weighted += products[..., j]
-        inputs += c[:, j]
+    weighted = products[..., 0]
+    for j in range(1, c.shape[1]):
+        weighted = weighted + products[..., j]
     humans = len(c)
-    return GoalSums(weighted[:, :humans].T, weighted[:, humans:].T, space.goal_kits,
-                      inputs[:, None])
+    per_human = weighted.T.tolist()
+    return TeamGoalSums(per_human[:humans], per_human[humans:], space.goal_kit_totals,
+                        _goalwise_total(c.T.tolist()))
 
 
 def sums_over_goals(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:
@@ -478,6 +557,11 @@ class StateSpace:
     def goal_kits(self) -> np.ndarray:
         """``[h, G]``: the kits each human holds in each goal state."""
         return self.goal_allocations.sum(axis=-1).T
+
+    @cached_property
+    def goal_kit_totals(self) -> list[float]:
+        """``[G]``: all humans' kits in each goal state, as ``_total`` adds them."""
+        return _goalwise_total(self.goal_kits.tolist())
 
     @cached_property
     def action_types(self) -> tuple[tuple[int, ...], ...]:

@@ -10,10 +10,11 @@ without building transition arrays. It is vectorised over many teams at once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 import numpy as np
 
+from study.memo import cached_value
 from study.model import (
     Algorithm,
     InvalidInput,
@@ -44,9 +45,9 @@ def goal_rewards(space: StateSpace, algorithm: Algorithm, c: np.ndarray,
     return goal_reward_rows(space, algorithm, c, p).T
 
 
-def team_goal_rewards(space: StateSpace, algorithm: Algorithm, team: Team) -> np.ndarray:
+def team_goal_rewards(space: StateSpace, algorithm: Algorithm, team: Team) -> list[float]:
     """``[G]``: one team's goal rewards, equal to its row of ``goal_rewards``."""
-    return reward_from_sums(algorithm, team.goal_sums(space))
+    return team.goal_sums(space).rewards(algorithm)
 
 
 def best_reachable(space: StateSpace, rewards: np.ndarray) -> np.ndarray:
@@ -321,6 +322,17 @@ def _best_ordering(space: StateSpace, unfairness: np.ndarray, start: int,
     return actions
 
 
+def _optimal_goal_mask(rewards: list[float]) -> int:
+    """``optimal_goal_masks`` for one team's rewards (bit ``g`` for goal ``g``)."""
+    threshold = max(rewards) - TIE_TOLERANCE
+    mask, bit = 0, 1
+    for reward in rewards:
+        if reward >= threshold:
+            mask |= bit
+        bit <<= 1
+    return mask
+
+
 @dataclass(frozen=True)
 class Policy:
     """An optimal policy for one team and algorithm, to be asked about any state.
@@ -333,18 +345,23 @@ class Policy:
     team: Team
     algorithm: Algorithm
     space: StateSpace
-    goal_rewards: np.ndarray
+    rewards: list[float]
     order: str = "default"
     reference_table: np.ndarray | None = field(default=None, repr=False)
 
-    @cached_property
+    @cached_value
+    def goal_rewards(self) -> np.ndarray:
+        """``[G]``: every goal's reward (``rewards`` as an array)."""
+        return np.array(self.rewards)
+
+    @cached_value
     def table(self) -> np.ndarray:
         """``[S]``: the optimal action in every state (the reference's, if it solved)."""
         if self.reference_table is not None:
             return self.reference_table
         return exact_action_table(self.space, self.goal_rewards[None])[0]
 
-    @cached_property
+    @cached_value
     def _start(self) -> tuple[list[int], int]:
         """The action numbers of the default-order plan from the start state, and the
         goal it reaches (as an index into ``space.goals``)."""
@@ -352,9 +369,8 @@ class Policy:
             actions = _walk(self.space, self.table)
             goal = _end_state(self.space, actions)
             return actions, int(np.searchsorted(self.space.goals, goal))
-        rewards = self.goal_rewards.tolist()
-        threshold = max(rewards) - TIE_TOLERANCE
-        mask = sum(1 << goal for goal, reward in enumerate(rewards) if reward >= threshold)
+        rewards = self.rewards
+        mask = _optimal_goal_mask(rewards)
         if len(rewards) > MAX_GOALS_FOR_LOOKUP:
             plans, goals = _walk_to_goal_sets(self.space, np.array([mask], dtype=np.uint64))
             return plans[0].tolist(), int(goals[0])
@@ -365,7 +381,7 @@ class Policy:
     def start_actions(self) -> list[int]:
         return self._start[0]
 
-    @cached_property
+    @cached_value
     def start_path(self) -> list[int]:
         """The states the default-order plan passes through, one per depth."""
         states = [0]
@@ -373,7 +389,7 @@ class Policy:
             states.append(int(self.space.successor[states[-1], action]))
         return states
 
-    @cached_property
+    @cached_value
     def running_unfairness(self) -> np.ndarray:
         """``[S]``: the unfairness this algorithm penalises, in every state."""
         values = self.algorithm.running_unfairness(self.team.c, self.team.p,
@@ -408,13 +424,14 @@ class Policy:
         action = self.actions_from(state)[0]
         return tuple(int(t) for t in self.space.actions[action])
 
-    @cached_property
+    @cached_value
     def plan(self) -> list[tuple[int, ...]]:
         """Round by round, the kit type each human gets, from the start state."""
         types = self.space.action_types
-        return [types[a] for a in self.actions_from(0)]
+        actions = self.start_actions if self.order == "default" else self.actions_from(0)
+        return [types[a] for a in actions]
 
-    @cached_property
+    @cached_value
     def trajectory(self) -> np.ndarray:
         """``[R + 1, h, n]``: the kits each human holds before round 1 and after each round."""
         steps = np.zeros((len(self.plan) + 1, self.space.humans, self.space.task_types),
@@ -439,7 +456,7 @@ class Policy:
 
     @property
     def reward(self) -> float:
-        return float(self.goal_rewards[self._start[1]])
+        return self.rewards[self._start[1]]
 
 
 def solve(team: Team, algorithm: Algorithm, kits: tuple[int, ...] | None = None,
@@ -453,5 +470,6 @@ def solve(team: Team, algorithm: Algorithm, kits: tuple[int, ...] | None = None,
     if space.task_types != team.task_types:
         raise InvalidInput("kits", list(space.kits), f"must name {team.task_types} task types")
     rewards = team_goal_rewards(space, algorithm, team)
-    table = reference_action_table(space, rewards) if solver == "mdptoolbox" else None
+    table = (reference_action_table(space, np.array(rewards)) if solver == "mdptoolbox"
+             else None)
     return Policy(team, algorithm, space, rewards, order, table)

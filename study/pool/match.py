@@ -4,11 +4,17 @@ For one teammate filter the eligible members (per the participant's role) are pu
 into a k-d tree over their ``(c, p)`` vectors; a query is then microseconds. The tree's
 answer is re-checked against every member within a hair of it, so ties go to the lowest
 pool row (then the lowest human) whatever the tree's internal order.
+
+The tree is pykdtree's: a query of one point costs a few microseconds where scipy's
+``cKDTree.query`` spends about 12 on its call alone (``benchmarks/pool_study1.py``).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -43,12 +49,12 @@ def participant_vector(c: object, p: object, types: int) -> np.ndarray:
     """The participant's ``[c..., p...]`` as one vector, checked like any coefficient
     (a handful of numbers: checked as Python floats first, the fastest way)."""
     try:
-        values = [float(v) for v in c] + [float(v) for v in p]  # type: ignore[union-attr]
+        values = _floats(c) + _floats(p)
         fits = len(values) == 2 * types and len(c) == types  # type: ignore[arg-type]
     except (TypeError, ValueError):
         values, fits = [], False
     if fits and all(0.0 <= value <= 1.0 for value in values):
-        return np.array(values)
+        return np.array(values, dtype=float)
     arrays = []
     for name, values in (("c", c), ("p", p)):
         try:
@@ -61,6 +67,35 @@ def participant_vector(c: object, p: object, types: int) -> np.ndarray:
             raise InvalidInput(name, array.tolist(), "must be finite numbers within [0, 1]")
         arrays.append(array)
     return np.concatenate(arrays)
+
+
+def _floats(values: object) -> list[float]:
+    """The numbers of a vector as Python floats (a float array's ``tolist`` is the fast
+    way)."""
+    if type(values) is np.ndarray and values.dtype == np.float64:
+        return values.tolist()
+    return [float(v) for v in values]  # type: ignore[attr-defined]
+
+
+@cache
+def kd_tree_class() -> Any:
+    """pykdtree's ``KDTree``, its OpenMP queries on one thread.
+
+    A query is one participant: a second thread would add its wake-up to every query, and
+    on a busy machine its wait at the region's barrier (measured: a 99th percentile of
+    7 ms against 0.04 ms on one thread). pykdtree's OpenMP runtime reads
+    ``OMP_NUM_THREADS`` when it loads, so the variable is set for that import alone.
+    """
+    previous = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        from pykdtree.kdtree import KDTree
+    finally:
+        if previous is None:
+            del os.environ["OMP_NUM_THREADS"]
+        else:
+            os.environ["OMP_NUM_THREADS"] = previous
+    return KDTree
 
 
 class MemberIndex:
@@ -88,15 +123,12 @@ class MemberIndex:
         self.teams, self.members = teams, members
         self.types = c.shape[2]
         self.points = np.ascontiguousarray(np.concatenate([c[local, members],
-                                                           p[local, members]], axis=1))
+                                                           p[local, members]], axis=1),
+                                           dtype=np.float64)
         self.teammate_c = c[local, 1 - members]
         self.teammate_p = p[local, 1 - members]
         self.description, self.pool = description, pool
-        from scipy.spatial import cKDTree  # only matching needs it, not building a pool
-
-        # An unbalanced tree of plain nodes builds about twice as fast; queries stay exact.
-        self.tree = (cKDTree(self.points, balanced_tree=False, compact_nodes=False)
-                     if len(teams) else None)
+        self.tree = kd_tree_class()(self.points) if len(teams) else None
 
     def __len__(self) -> int:
         return len(self.teams)
@@ -104,17 +136,29 @@ class MemberIndex:
     def _nearest(self, point: np.ndarray) -> tuple[int, float]:
         """The member nearest to ``point`` and its distance; among members within a hair
         of the nearest distance, the lowest (lowest team, then lowest human)."""
+        query = point[None]
         if len(self.teams) > 1:
-            distances, members = self.tree.query(point, k=2)
-            first, second = distances.tolist()
+            distances, members = self.tree.query(query, k=2)
+            first, second = distances[0].tolist()
             if second > first + TIE_SLACK * (1 + first):
-                return int(members[0]), first
+                return int(members[0, 0]), first
             nearest = first
         else:
-            nearest, _ = self.tree.query(point)
-        near = np.asarray(self.tree.query_ball_point(point, nearest + TIE_SLACK * (1 + nearest)))
+            nearest = float(self.tree.query(query)[0][0])
+        near = self._within(query, nearest + TIE_SLACK * (1 + nearest))
         distances = np.sqrt(((self.points[near] - point) ** 2).sum(axis=1))
         return int(near[distances == distances.min()].min()), float(distances.min())
+
+    def _within(self, query: np.ndarray, radius: float) -> np.ndarray:
+        """Every member closer than ``radius`` to the point ``query [1, 2n]``: the tree
+        is asked for ever more neighbours until fewer than asked for are that close."""
+        count = min(8, len(self))
+        while True:
+            distances, members = self.tree.query(query, k=count, distance_upper_bound=radius)
+            found = members[0][np.isfinite(distances[0])].astype(np.intp)
+            if len(found) < count or count == len(self):
+                return found
+            count = min(4 * count, len(self))
 
     def query(self, c: object, p: object) -> Match:
         """The nearest eligible member to the participant; ties to the lowest team."""

@@ -240,9 +240,16 @@ class Pool:
         rows, c, p, top = (np.concatenate(column) for column in zip(*parts, strict=True))
         return rows, c, p, top
 
+    @cached_property
+    def _spec_index(self) -> MemberIndex:
+        """The spec filter's index, kept where the live path finds it without hashing the
+        filter on every query."""
+        return self.index(self.spec.teammate)
+
     def match(self, c: object, p: object, filter: TeammateFilter | None = None) -> Match:
         """The agent teammate for a participant with coefficients ``c, p`` (``[n]`` each)."""
-        return self.index(filter or self.spec.teammate).query(c, p)
+        index = self._spec_index if filter is None else self.index(filter)
+        return index.query(c, p)
 
 
 def _admitted(criteria: Criteria, table: pa.Table, humans: int, types: int) -> np.ndarray:
