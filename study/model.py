@@ -9,6 +9,7 @@ every round of an episode and a batch of a million teams.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -128,6 +129,14 @@ class Team:
         return self._goal_sums[space]
 
 
+def _finite_number(value: object) -> bool:
+    """A finite int or float (an int beyond a float's range is not)."""
+    try:
+        return isinstance(value, int | float) and math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 @dataclass(frozen=True)
 class Algorithm:
     """An allocation objective: its name and, for FEA, weight and scaling bounds."""
@@ -142,7 +151,7 @@ class Algorithm:
             raise InvalidInput("algorithm", self.name, f"must be one of {', '.join(ALGORITHMS)}")
         for name in ("w", "lo", "hi"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or not np.isfinite(value):
+            if not _finite_number(value):
                 raise InvalidInput(name, value, "must be a finite number")
         if not 0 <= self.w <= 1:
             raise InvalidInput("w", self.w, "must be within [0, 1]")

@@ -1,5 +1,6 @@
 """Choosing the agent teammate: exact nearest neighbour under the filter and the role."""
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -8,7 +9,7 @@ import pytest
 
 from study.model import InvalidInput
 from study.pool import NoEligibleTeam, Pool, PoolSpec, TeammateFilter, build_pool
-from study.pool.match import MemberIndex
+from study.pool.match import MemberIndex, kd_tree_class
 from study.pool.spec import Criteria
 from study.pool.teamtypes import TEAM_TYPES
 
@@ -147,3 +148,41 @@ def test_opening_reads_the_metadata_and_matching_only_the_columns_it_needs(tmp_p
     assert (again.team_index, again.participant_human, again.distance) == (
         match.team_index, match.participant_human, match.distance)
     assert pool.column("fair_gap")[match.team_index] > 0.6
+
+
+def test_many_coinciding_members_still_tie_to_the_lowest_team():
+    """More members at the nearest distance than the tree is first asked for."""
+    c = np.tile(np.array([[0.4, 0.6], [0.2, 0.3]]), (40, 1, 1))
+    p = np.tile(np.array([[0.5, 0.5], [0.6, 0.6]]), (40, 1, 1))
+    c[:5] = [[0.9, 0.9], [0.1, 0.1]]          # the lowest teams lie elsewhere
+    eligible = np.ones(40, dtype=bool)
+    index = MemberIndex(c, p, eligible, np.zeros(40, dtype=np.int8), "any", "all", "test")
+    match = index.query([0.2, 0.3], [0.6, 0.6])
+    assert (match.team_index, match.participant_human, match.distance) == (5, 1, 0.0)
+
+
+def test_random_queries_match_a_brute_force_search_with_ties():
+    rng = np.random.default_rng(11)
+    c = np.round(rng.uniform(0.01, 0.99, (3000, 2, 2)), 1)   # many exact duplicates
+    p = np.round(rng.uniform(0.01, 0.99, (3000, 2, 2)), 1)
+    top = rng.integers(0, 2, 3000)
+    index = MemberIndex(c, p, rng.uniform(size=3000) < 0.5, top, "other", "half", "test")
+    for participant in np.round(rng.uniform(0, 1, (300, 4)), 1):
+        match = index.query(participant[:2], participant[2:])
+        distances = np.sqrt(((index.points - participant) ** 2).sum(axis=1))
+        nearest = np.flatnonzero(distances <= distances.min() * (1 + 1e-12) + 1e-12)
+        best = min(nearest, key=lambda k: (index.teams[k], index.members[k]))
+        assert (match.team_index, match.participant_human) == (index.teams[best],
+                                                               index.members[best])
+        assert match.distance == pytest.approx(distances.min(), abs=1e-12)
+
+
+@pytest.mark.parametrize("given", [None, "3"])
+def test_the_tree_library_is_loaded_without_changing_the_environment(monkeypatch, given):
+    if given is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", given)
+    tree = kd_tree_class.__wrapped__()(np.eye(4))
+    assert os.environ.get("OMP_NUM_THREADS") == given
+    assert tree.query(np.array([[0.0, 1.0, 0.0, 0.0]]), k=1)[1][0] == 1

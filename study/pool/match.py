@@ -77,6 +77,12 @@ def _floats(values: object) -> list[float]:
     return [float(v) for v in values]  # type: ignore[attr-defined]
 
 
+def _with_slack(distance: float) -> float:
+    """The distance below which another member ties with one at ``distance``: the same
+    distance computed in another order of coordinates may differ in its last bits."""
+    return distance + TIE_SLACK * (1 + distance)
+
+
 @cache
 def kd_tree_class() -> Any:
     """pykdtree's ``KDTree``, its OpenMP queries on one thread.
@@ -140,14 +146,16 @@ class MemberIndex:
         if len(self.teams) > 1:
             distances, members = self.tree.query(query, k=2)
             first, second = distances[0].tolist()
-            if second > first + TIE_SLACK * (1 + first):
+            if second > _with_slack(first):
                 return int(members[0, 0]), first
             nearest = first
         else:
             nearest = float(self.tree.query(query)[0][0])
-        near = self._within(query, nearest + TIE_SLACK * (1 + nearest))
+        near = self._within(query, _with_slack(nearest))
         distances = np.sqrt(((self.points[near] - point) ** 2).sum(axis=1))
-        return int(near[distances == distances.min()].min()), float(distances.min())
+        tied = np.flatnonzero(distances <= _with_slack(distances.min()))
+        lowest = tied[np.argmin(near[tied])]
+        return int(near[lowest]), float(distances[lowest])
 
     def _within(self, query: np.ndarray, radius: float) -> np.ndarray:
         """Every member closer than ``radius`` to the point ``query [1, 2n]``: the tree
