@@ -3,7 +3,7 @@ and the live path, each figure beside a baseline measured in the same run.
 
     python -m benchmarks.pool_study1 [--reference-teams 200] [--sizes 1e4,1e5,1e6]
         [--dask-teams 500000] [--dask-workers 1,2,4] [--open-teams 1e6]
-        [--queries 2000] [--live 500] [--variant-teams 0]
+        [--queries 2000] [--live 500] [--only open|live] [--variant-teams 0]
 
 1. Builds the shipped Study #1 pool (protocols/study1.toml: 500,000 teams, three
    algorithms, gaps), prints the paper's figures, the build time and the compute alone,
@@ -16,30 +16,37 @@ and the live path, each figure beside a baseline measured in the same run.
 4. Opens a pool of ``--open-teams`` for matching in a fresh process (the spec's filter),
    against reading the whole file, and times queries (median and 99th percentile).
 5. The live path on a Study #2 pool: the teammate match, the live team and the policy of
-   each of the two conditions, per algorithm, against pymdptoolbox for the same policies.
+   each of the two conditions, per algorithm, against the same path with scipy's k-d tree
+   for the query, with ``solve_batch`` (the plain numpy path) and with pymdptoolbox for
+   the policies; then each part alone.
+
+``--only open`` or ``--only live`` runs part 4 or 5 alone.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import copy
 import json
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+import timeit
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 
-from study.model import Algorithm, Team, state_space
-from study.pool import Pool, PoolSpec, TeammateFilter, build_pool
+from study.model import Algorithm, Team, state_space, team_goal_sums
+from study.pool import Match, Pool, PoolSpec, TeammateFilter, build_pool
 from study.pool.build import chunk_table, default_workers
+from study.pool.match import kd_tree_class
 from study.pool.summary import format_summary, summarize
-from study.solver import goal_rewards, reference_action_table, solve
+from study.solver import goal_rewards, reference_action_table, solve, solve_batch
 
 PROTOCOLS = Path(__file__).resolve().parent.parent / "protocols"
 STUDY1 = PROTOCOLS / "study1.toml"
@@ -138,7 +145,7 @@ def child(arguments: str) -> None:
         print(json.dumps({"seconds": seconds, "peak_mib": peak_mib()}))
         return
     if options["task"] == "open":
-        importlib.import_module("scipy.spatial")   # imports apart: the k-d tree's module
+        kd_tree_class()   # imports apart: the k-d tree's module
         holder: list[Pool] = []
         seconds = timed(lambda: holder.append(Pool.load(options["path"])))
         result = {"seconds": seconds, "peak_mib": peak_mib(),
@@ -194,35 +201,102 @@ def open_table(directory: Path, teams: int, queries: int) -> None:
           f"p99 {opened['p99'] * 1e3:.3f} ms ({queries:,} random participants)")
 
 
+def best_seconds(action: Callable[[], object], repeats: int = 5) -> float:
+    """The least processor time of ``repeats`` runs (other processes' load apart)."""
+    return min(timeit.repeat(action, number=1, repeat=repeats, timer=time.process_time))
+
+
+def live_team_of(match: Match, c: np.ndarray, p: np.ndarray) -> Team:
+    """The participant in the matched member's role, the teammate in the other (as
+    ``study.web.teammate.live_team`` places them)."""
+    team_c, team_p = np.empty((2, len(c))), np.empty((2, len(c)))
+    team_c[match.participant_human], team_p[match.participant_human] = c, p
+    team_c[match.teammate_human], team_p[match.teammate_human] = match.teammate_c, match.teammate_p
+    return Team(team_c, team_p)
+
+
 def live_path(directory: Path, participants: int) -> None:
-    """Per participant: the match, the live team, and both conditions' policies."""
+    """Per participant: the match, the live team, and both conditions' policies; then the
+    same path with scipy's k-d tree for the query, with the batch path (``solve_batch`` of
+    one team) and with pymdptoolbox for the policies, and each part alone."""
+    from scipy.spatial import cKDTree
+
     spec = PoolSpec.from_protocol(STUDY2)
     pool = Pool.load(build_pool(spec, directory / "study2.parquet", progress=False))
     algorithms = (Algorithm("efficient"), Algorithm("fea", lo=spec.fea.lo, hi=spec.fea.hi))
     people = np.random.default_rng(4).uniform([[0.2, 0.63], [0.01, 0.01]],
                                               [[0.32, 1.0], [0.99, 0.99]],
                                               (participants, 2, 2))
+    index = pool.index(spec.teammate)
+    scipy_index = copy.copy(index)
+    scipy_index.tree = cKDTree(index.points)
 
-    def participant(c: np.ndarray, p: np.ndarray, solver: str) -> None:
-        match = pool.match(c, p)
-        team_c, team_p = np.empty((2, 2)), np.empty((2, 2))
-        team_c[match.participant_human], team_p[match.participant_human] = c, p
-        team_c[match.teammate_human] = match.teammate_c
-        team_p[match.teammate_human] = match.teammate_p
-        team = Team(team_c, team_p)
+    def policy(team: Team, algorithm: Algorithm) -> None:
+        solved = solve(team, algorithm)
+        _ = solved.plan, solved.goal_allocation, solved.reward
+
+    def batch_policy(team: Team, algorithm: Algorithm) -> None:
+        solved = solve_batch(team.c[None], team.p[None], algorithm)
+        _ = solved.plans[0].tolist(), solved.goal_allocations[0], float(solved.reward[0])
+
+    def reference_policy(team: Team, algorithm: Algorithm) -> None:
+        solved = solve(team, algorithm, solver="mdptoolbox")
+        _ = solved.plan, solved.goal_allocation, solved.reward
+
+    def path(match: Callable[..., Match], solver: Callable[[Team, Algorithm], None],
+             count: int = participants) -> float:
+        """Processor time per participant and algorithm: the participants in groups of
+        25, each group's best of 5 runs (short runs, so another process's time slice
+        rarely evicts the caches within one)."""
+        def group(members: np.ndarray) -> None:
+            for c, p in members:
+                team = live_team_of(match(c, p), c, p)
+                for algorithm in algorithms:
+                    solver(team, algorithm)
+        repeats = 5 if count == participants else 1
+        total = sum(best_seconds(lambda g=people[start:start + 25]: group(g), repeats)
+                    for start in range(0, count, 25))
+        return total / (count * len(algorithms))
+
+    rows = [("this path: pykdtree query, one-team solve", path(pool.match, policy)),
+            ("scipy cKDTree for the query", path(scipy_index.query, policy)),
+            ("solve_batch of one team for the policies", path(pool.match, batch_policy)),
+            ("pymdptoolbox for the policies", path(pool.match, reference_policy, 30))]
+    fastest = rows[0][1]
+    print(f"\nlive path on the Study #2 pool ({pool.teams:,} teams, {len(index):,} members; "
+          f"{participants} participants): match, live team and the policy, per algorithm "
+          "(processor time)")
+    for label, seconds in rows:
+        print(f"  {label:<44}{seconds * 1e6:9.1f} us  {seconds / fastest:7.1f} x")
+    live_parts(pool, index, scipy_index, people, algorithms)
+
+
+def live_parts(pool: Pool, index: object, scipy_index: object, people: np.ndarray,
+               algorithms: tuple[Algorithm, ...]) -> None:
+    """Each part of the live path alone for one participant, repeated on a warm process
+    (so with warm caches: the whole path above costs more than its parts)."""
+    c, p = people[0]
+    query = np.concatenate([c, p])[None]
+    match = pool.match(c, p)
+    team = live_team_of(match, c, p)
+    space = state_space(2, pool.spec.kits)
+
+    def policies() -> None:
+        new_team = Team(team.c, team.p)
         for algorithm in algorithms:
-            policy = solve(team, algorithm, solver=solver)
-            _ = policy.plan, policy.goal_allocation, policy.reward
+            solved = solve(new_team, algorithm)
+            _ = solved.plan, solved.goal_allocation, solved.reward
 
-    for c, p in people[:20]:
-        participant(c, p, "exact")
-    best = min(timed(lambda: [participant(c, p, "exact") for c, p in people])
-               for _ in range(3)) / participants / len(algorithms)
-    reference = timed(lambda: [participant(c, p, "mdptoolbox") for c, p in people[:30]]) / (
-        30 * len(algorithms))
-    print(f"\nlive path on the Study #2 pool ({pool.teams:,} teams; match, live team, "
-          f"policy), per algorithm: {best * 1e6:.1f} us; with pymdptoolbox "
-          f"{reference * 1e3:.2f} ms ({reference / best:,.0f} x)")
+    parts = [("query, pykdtree (k = 2)", lambda: index.tree.query(query, k=2)),
+             ("query, scipy cKDTree (k = 2)", lambda: scipy_index.tree.query(query, k=2)),
+             ("match (query, checks, the Match)", lambda: pool.match(c, p)),
+             ("live team (its arrays, checked)", lambda: live_team_of(match, c, p)),
+             ("goal sums of the live team", lambda: team_goal_sums(team.c, team.p, space)),
+             ("both policies of a new team, sums included", policies)]
+    print("  each part alone, one participant (processor time, best of 40 x 2,000):")
+    for label, action in parts:
+        seconds = min(timeit.repeat(action, number=2000, repeat=40, timer=time.process_time))
+        print(f"    {label:<44}{seconds / 2000 * 1e6:7.2f} us")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -236,12 +310,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--open-teams", type=float, default=1e6)
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--live", type=int, default=500, help="participants on the live path")
+    parser.add_argument("--only", choices=("open", "live"),
+                        help="run one part alone: opening for matching, or the live path")
     parser.add_argument("--variant-teams", type=float, default=0,
                         help="teams per kits / task types / humans variant (0: skip)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args.child)
+        return
+    if args.only:
+        with tempfile.TemporaryDirectory() as folder:
+            if args.only == "open":
+                open_table(Path(folder), int(args.open_teams), args.queries)
+            else:
+                live_path(Path(folder), args.live)
         return
     with tempfile.TemporaryDirectory() as folder:
         directory = Path(folder)

@@ -312,7 +312,7 @@ def goal_major_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> GoalSums
                     inputs.T[:, None, :])
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class TeamGoalSums:
     """One team's per-human sums in every goal state, as Python floats (the live path).
 
@@ -330,6 +330,9 @@ class TeamGoalSums:
 
     @cached_value
     def efficiency(self) -> list[float]:
+        if len(self.capability) == 2:      # the same operations in one pass
+            return [(a + b) / kits for a, b, kits in zip(*self.capability, self.kits,
+                                                         strict=True)]
         return [total / kits for total, kits in zip(_goalwise_total(self.capability),
                                                     self.kits, strict=True)]
 
@@ -343,6 +346,9 @@ class TeamGoalSums:
 
     @cached_value
     def fair_equity(self) -> list[float]:
+        if len(self.preference) == 2:      # the same operations in one pass
+            first, second = self.inputs
+            return [a / first - b / second for a, b in zip(*self.preference, strict=True)]
         return _goalwise_difference([[p / inputs for p in pref]
                                      for pref, inputs in zip(self.preference, self.inputs,
                                                              strict=True)])
