@@ -338,6 +338,10 @@ class TeamGoalSums:
 
     @cached_value
     def fairness(self) -> list[float]:
+        if len(self.capability) == 2:      # the same operations in one pass
+            return [((c0 + p0) - (c1 + p1)) / (2 * (kits / 2))
+                    for c0, c1, p0, p1, kits in zip(*self.capability, *self.preference,
+                                                    self.kits, strict=True)]
         both = [[c + p for c, p in zip(cap, pref, strict=True)]
                 for cap, pref in zip(self.capability, self.preference, strict=True)]
         humans = len(both)
