@@ -1,9 +1,11 @@
 """The study database: SQLite through sqlite-utils, one transaction per event.
 
-A participant's data must survive a crash at any moment, so every event is committed as it
-happens (WAL, ``synchronous=FULL``) and nothing lives only in memory. Columns are explained
-in ``docs/database.md``. One connection serves the web threads behind a lock: SQLite has a
-single writer anyway, and a lab study writes a few events per second.
+A participant's data must survive a crash at any moment, so every event is committed before
+it is acknowledged (WAL; ``synchronous=FULL`` unless a study chooses ``normal`` durability,
+see ``SYNCHRONOUS``) and nothing lives only in memory. Columns are explained in
+``docs/database.md``. One connection per process serves its participants behind a lock, and
+events of the process that queue behind a transaction share its commit: SQLite has a single
+writer anyway.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ import sqlite_utils
 REAL, INT, TEXT = float, int, str
 # How long a write waits for another process's transaction before it gives up.
 BUSY_TIMEOUT_SECONDS = 30
+# What a commit waits for (SQLite's ``synchronous``, in WAL mode). ``full``: the disk, so
+# every committed event survives a power cut. ``normal``: the operating system, so every
+# committed event survives a crash of the server; a power cut or an operating-system crash
+# may lose the events since the last checkpoint (the database stays consistent).
+SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
 # How long the checkpoint after a withdrawal waits for other connections' readers.
 CHECKPOINT_WAIT_SECONDS = 1.0
 
@@ -167,19 +174,39 @@ def _sql_value(value: Any) -> Any:
     return value.item() if hasattr(value, "item") and hasattr(value, "dtype") else value
 
 
+def _names(cursor: sqlite3.Cursor) -> list[str]:
+    return [column[0] for column in cursor.description]
+
+
+class CommitBatch:
+    """Events of one process that share a write transaction and its commit."""
+
+    def __init__(self) -> None:
+        self.members = 0
+        self.committed = threading.Event()
+        self.error: BaseException | None = None
+
+
 class Storage:
     """The database of one study run; every public method is one committed event."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, durability: str = "full") -> None:
+        if durability not in SYNCHRONOUS:
+            raise ValueError(f"durability must be one of {', '.join(SYNCHRONOUS)}, "
+                             f"not {durability!r}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(str(self.path), check_same_thread=False,
                                      timeout=BUSY_TIMEOUT_SECONDS)
         self.db = sqlite_utils.Database(connection)
         self.lock = threading.RLock()
+        self._batch: CommitBatch | None = None
+        self._depth = 0  # events nested in the one holding the lock
+        self.queued = 0  # events waiting for the lock
+        self._queue_lock = threading.Lock()
         self._keys: dict[str, str] = {}
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute(f"PRAGMA synchronous={SYNCHRONOUS[durability]}")
         self.db.execute("PRAGMA foreign_keys=ON")
         # Deleted rows are overwritten, not just unlinked: a withdrawal leaves no trace in
         # the file (whatever the SQLite build's default); see ``checkpoint``.
@@ -226,27 +253,101 @@ class Storage:
 
     @contextlib.contextmanager
     def event(self) -> Iterator[sqlite_utils.Database]:
-        """One event: everything inside commits together, or nothing does.
+        """One event: everything inside commits together, or nothing does; it returns once
+        committed.
 
         The outermost event takes SQLite's write lock up front (``BEGIN IMMEDIATE``), so a
         read-then-write never fails half way because another process wrote in between: it
-        waits its turn for up to the busy timeout instead. Nested events are savepoints.
-        """
-        with self.lock:
-            if self.db.conn.in_transaction:
-                with self.db.atomic():
+        waits its turn instead. Events of this process queued behind it meanwhile share its
+        commit (group commit): each runs in its own savepoint, so a failing one leaves the
+        others intact, and the first commits for all once they are in. A process waiting
+        for another's write lock thus commits what piled up in one fsync rather than one
+        each. Nested events are savepoints of their outer event."""
+        with self._queued_for_lock():
+            self.lock.acquire()
+        try:
+            if self._depth:
+                with self._savepoint():
                     yield self.db
                 return
-            self._begin_immediate()
+            batch = self._open_batch()
             try:
-                yield self.db
+                with self._savepoint():
+                    yield self.db
             except BaseException:
-                if self.db.conn.in_transaction:
-                    self.db.conn.execute("ROLLBACK")
+                if batch.members == 0:
+                    self._close_batch(batch, "ROLLBACK")
                 raise
-            self.db.conn.execute("COMMIT")
-            if self.checkpoint_due:
-                self.checkpoint()
+            batch.members += 1
+            leads = batch.members == 1
+            if leads and not self.queued:
+                self._commit(batch)
+        finally:
+            self.lock.release()
+        if leads and not batch.committed.is_set():
+            time.sleep(0)  # the events queued for the lock go first and join this commit
+            with self.lock:
+                self._commit(batch)
+        batch.committed.wait()
+        if batch.error is not None:
+            raise batch.error
+
+    @contextlib.contextmanager
+    def _queued_for_lock(self) -> Iterator[None]:
+        """Count the events waiting for this process's lock (they join the open batch)."""
+        with self._queue_lock:
+            self.queued += 1
+        try:
+            yield
+        finally:
+            with self._queue_lock:
+                self.queued -= 1
+
+    @contextlib.contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        """One event's own savepoint in the batch's transaction (named by depth: SQLite
+        rolls back to the innermost savepoint of a name)."""
+        self._depth += 1
+        name = f"event_{self._depth}"
+        conn = self.db.conn
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            # An error may have ended the whole transaction already, savepoints included.
+            if conn.in_transaction:
+                conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                conn.execute(f"RELEASE SAVEPOINT {name}")
+            raise
+        else:
+            conn.execute(f"RELEASE SAVEPOINT {name}")
+        finally:
+            self._depth -= 1
+
+    def _open_batch(self) -> CommitBatch:
+        """The open batch, or a new one with the write lock taken."""
+        if self._batch is None:
+            self._begin_immediate()
+            self._batch = CommitBatch()
+        return self._batch
+
+    def _commit(self, batch: CommitBatch) -> None:
+        self._close_batch(batch, "COMMIT")
+        if self.checkpoint_due and batch.error is None:
+            self.checkpoint()
+
+    def _close_batch(self, batch: CommitBatch, statement: str) -> None:
+        """End the batch's transaction; a failed commit fails every event of the batch."""
+        try:
+            if self.db.conn.in_transaction or statement == "COMMIT":
+                self.db.conn.execute(statement)
+        except BaseException as error:
+            batch.error = error
+            if self.db.conn.in_transaction:
+                self.db.conn.execute("ROLLBACK")
+        finally:
+            self._batch = None
+            batch.committed.set()
 
     def _begin_immediate(self) -> None:
         """Take the write lock, waiting for other processes' transactions in short sleeps.
@@ -277,11 +378,15 @@ class Storage:
 
     def one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> dict[str, Any] | None:
         with self.lock:
-            return next(iter(self.db.query(sql, params)), None)
+            cursor = self.db.conn.execute(sql, params)
+            row = cursor.fetchone()
+            return None if row is None else dict(zip(_names(cursor), row, strict=True))
 
     def all(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         with self.lock:
-            return list(self.db.query(sql, params))
+            cursor = self.db.conn.execute(sql, params)
+            names = _names(cursor)
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     def participant(self, code: str) -> dict[str, Any] | None:
         return self.one("SELECT * FROM participants WHERE code = ?", (code,))
@@ -295,17 +400,24 @@ class Storage:
         and sqlite-utils' per-call table introspection cost more than the write itself."""
         columns = ", ".join(_quoted(column) for column in row)
         marks = ", ".join("?" * len(row))
-        with self.event() as db:
-            cursor = db.conn.execute(f"INSERT INTO {_quoted(table)} ({columns}) VALUES ({marks})",
-                                     [_sql_value(value) for value in row.values()])
-            return int(cursor.lastrowid or 0)
+        cursor = self.write(f"INSERT INTO {_quoted(table)} ({columns}) VALUES ({marks})",
+                            [_sql_value(value) for value in row.values()])
+        return int(cursor.lastrowid or 0)
 
     def update(self, table: str, pk: int, values: dict[str, Any]) -> None:
         assignments = ", ".join(f"{_quoted(column)} = ?" for column in values)
         key = self._primary_key(table)
+        self.write(f"UPDATE {_quoted(table)} SET {assignments} WHERE {_quoted(key)} = ?",
+                   [*(_sql_value(value) for value in values.values()), pk])
+
+    def write(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        """One statement: part of the event under way, else an event of its own (a single
+        statement is atomic: inside an event it needs no savepoint of its own)."""
+        with self.lock:
+            if self._depth:
+                return self.db.conn.execute(sql, params)
         with self.event() as db:
-            db.conn.execute(f"UPDATE {_quoted(table)} SET {assignments} WHERE {_quoted(key)} = ?",
-                            [*(_sql_value(value) for value in values.values()), pk])
+            return db.conn.execute(sql, params)
 
     def _primary_key(self, table: str) -> str:
         if table not in self._keys:

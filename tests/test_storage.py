@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from web_support import make_app
 
 from study.storage import SCHEMA, SERVER_SCHEMA, Storage
 
@@ -29,6 +30,23 @@ def test_wal_foreign_keys_and_full_sync_are_on(storage):
     assert storage.one("PRAGMA synchronous")["synchronous"] == 2
     with pytest.raises(sqlite3.IntegrityError):
         storage.insert("steps", {"participant_id": 999, "step": "consent", "at": 1.0})
+
+
+def test_normal_durability_waits_for_the_operating_system_only(tmp_path):
+    storage = Storage(tmp_path / "study.sqlite", durability="normal")
+    assert storage.one("PRAGMA synchronous")["synchronous"] == 1
+    assert storage.one("PRAGMA journal_mode")["journal_mode"] == "wal"
+
+
+def test_an_unknown_durability_is_refused_with_the_choices(tmp_path):
+    with pytest.raises(ValueError, match="full, normal"):
+        Storage(tmp_path / "study.sqlite", durability="none")
+
+
+def test_the_app_passes_its_durability_to_the_database(tmp_path, teammates, clock):
+    app = make_app(tmp_path, teammates, clock, DURABILITY="normal")
+    storage = app.extensions["study"].storage
+    assert storage.one("PRAGMA synchronous")["synchronous"] == 1
 
 
 def test_an_event_is_committed_at_once_and_visible_to_another_connection(storage):
