@@ -37,7 +37,7 @@ def test_squares_targets_come_from_the_pixel_font():
     rows, cols, cells = squares_grid("BR")
     assert (rows, cols, len(cells)) == (5, 7, 20)
     target = squares_target("BR")
-    assert matches(target, cells[::-1])
+    assert matches(target, list(cells[::-1]))
     assert not matches(target, cells[:-1])
     assert not matches(target, [*cells, cells[0]])
     assert not matches(target, [True] * 20)

@@ -9,6 +9,7 @@ participant's message; withdrawing is always allowed, as consent requires.
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Any
 
 from study.web.rejections import Rejected
@@ -37,11 +38,16 @@ def ensure_tables(storage: Any) -> None:
 
 
 def status_of(storage: Any, participant_id: int) -> dict[str, Any]:
-    """The participant's status row (active and unflagged when none was ever set)."""
-    if "console_status" not in storage.db.table_names():
-        return {"status": "active", "flagged": 0, "note": None}
-    row = storage.one("SELECT * FROM console_status WHERE participant_id = ?",
-                      (participant_id,))
+    """The participant's status row (active and unflagged when none was ever set, or in a
+    database the console never opened). Asked for every message, so the table is queried
+    rather than looked up first."""
+    try:
+        row = storage.one("SELECT * FROM console_status WHERE participant_id = ?",
+                          (participant_id,))
+    except sqlite3.OperationalError as error:
+        if "no such table" not in str(error):
+            raise
+        row = None
     return row or {"status": "active", "flagged": 0, "note": None}
 
 

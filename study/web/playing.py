@@ -6,6 +6,7 @@ whoever calls it: the scheduler, a restarted server (``recover``), or a test's c
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,8 @@ from study.web.pages import ROUND_STEPS
 from study.web.rejections import Rejected
 from study.web.targets import matches
 from study.web.teammate import policy_of
+
+log = logging.getLogger(__name__)
 
 
 class Rounds:
@@ -140,13 +143,17 @@ class Rounds:
         decorate while the server was down.
         """
         now = self.clock() if now is None else now
-        overdue = self.storage.all(
-            "SELECT r.*, s.number AS session_number, p.code FROM rounds r "
-            "JOIN sessions s ON s.id = r.session_id "
-            "JOIN participants p ON p.id = r.participant_id "
-            "WHERE r.closed_at IS NULL AND r.deadline <= ? ORDER BY r.deadline", (now,))
-        closed = [row for row in overdue if self._close_round(row, now, reason, alive_until)]
+        with self.storage.event():  # one commit however many rounds fall due together
+            overdue = self.storage.all(
+                "SELECT r.*, s.number AS session_number, p.code FROM rounds r "
+                "JOIN sessions s ON s.id = r.session_id "
+                "JOIN participants p ON p.id = r.participant_id "
+                "WHERE r.closed_at IS NULL AND r.deadline <= ? ORDER BY r.deadline", (now,))
+            closed = [row for row in overdue
+                      if self._close_or_log(row, now, reason, alive_until)]
         for row in closed:
+            self.schedules.pop(row["id"], None)
+            self.pushes.append((row["code"], "state", self.state(row["code"])))
             if row["number"] == row["session_rounds"] and row["session_number"] == 0:
                 self.form_team(row["participant_id"])
         self.flush()
@@ -183,11 +190,21 @@ class Rounds:
         upcoming = [row["started_at"] + t for t in times if row["started_at"] + t > now]
         return upcoming[0] if upcoming else None
 
+    def _close_or_log(self, row: dict[str, Any], now: float, reason: str,
+                      alive_until: float | None) -> bool:
+        """Close one round in its own savepoint: a round that fails to close is logged and
+        left open (tried again at the next tick), without holding back the others."""
+        try:
+            return self._close_round(row, now, reason, alive_until)
+        except Exception:
+            log.exception("closing round %s failed", row["id"])
+            return False
+
     def _close_round(self, row: dict[str, Any], now: float, reason: str,
                      alive_until: float | None) -> bool:
-        """Close one round in its own transaction, only if it is still open (another
-        process may have closed it); the teammate's cookies and the session's end go with
-        it. Choosing the teammate after practice happens afterwards (``form_team``)."""
+        """Close one round, only if it is still open (another process may have closed it);
+        the teammate's cookies and the session's end go with it. Its state is pushed and
+        the teammate chosen after practice once the tick has committed (``tick``)."""
         cut = alive_until is not None and alive_until < row["deadline"]
         with self.storage.event():
             still_open = self.storage.one("SELECT closed_at FROM rounds WHERE id = ?",
@@ -207,6 +224,4 @@ class Rounds:
                 if row["session_number"] > 0:
                     self._advance(row["participant_id"], f"questionnaire-"
                                                          f"{row['session_number']}", now)
-        self.schedules.pop(row["id"], None)
-        self.pushes.append((row["code"], "state", self.state(row["code"])))
         return True

@@ -6,6 +6,7 @@ initials box by box on a grid, from a small built-in 3x5 pixel font.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -39,16 +40,17 @@ def letters_of(text: str) -> str:
     return re.sub(r"[^A-Z0-9]", "", text.upper())
 
 
-def squares_grid(initials: str) -> tuple[int, int, list[int]]:
+@functools.cache
+def squares_grid(initials: str) -> tuple[int, int, tuple[int, ...]]:
     """Rows, columns and the filled boxes (``row * cols + col``) drawing the initials, one
-    blank column between letters."""
+    blank column between letters (kept: every placed box is checked against it)."""
     cols = len(initials) * (GLYPH_COLS + 1) - 1
     cells = []
     for index, char in enumerate(initials.upper()):
         for row, line in enumerate(FONT[char]):
             cells.extend(row * cols + index * (GLYPH_COLS + 1) + col
                          for col, mark in enumerate(line) if mark == "#")
-    return GLYPH_ROWS, cols, sorted(cells)
+    return GLYPH_ROWS, cols, tuple(sorted(cells))
 
 
 def letters_target(text: str) -> dict[str, Any]:
@@ -63,7 +65,7 @@ def letters_target(text: str) -> dict[str, Any]:
 def squares_target(initials: str) -> dict[str, Any]:
     rows, cols, cells = squares_grid(initials)
     return {"kind": "squares", "text": initials.upper(), "rows": rows, "cols": cols,
-            "cells": cells}
+            "cells": list(cells)}
 
 
 def matches(target: dict[str, Any], content: Any) -> bool:
