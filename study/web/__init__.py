@@ -6,6 +6,8 @@ Config keys: ``PROTOCOL`` (path, required), ``DATABASE`` (default ``var/<name>.s
 ``SCHEDULER`` (start the round scheduler thread, default True),
 ``ASYNC_MODE`` (Socket.IO's: ``threading`` by default, ``gevent`` under ``study serve``),
 ``MESSAGE_QUEUE`` (a Redis URL shared by several server processes, default none),
+``DURABILITY`` (``full`` by default, or ``normal``: what a commit waits for, see
+``study.storage.SYNCHRONOUS``),
 ``STUDY_CONSOLE_PASSWORD`` (the experimenter console's; see ``study.web.auth``),
 ``STUDY_TRUST_PROXY`` (trust a proxy's forwarded headers; see ``study.web.security``),
 ``ENROL_RATE_LIMIT`` (new participants per client address, e.g. ``"600 per minute"``).
@@ -21,13 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flask import Flask
 from flask_socketio import SocketIO
 
 from study.protocol import load_protocol
 from study.storage import Storage
 from study.web import console, participant, security, sockets
 from study.web.admission import MAX_TRANSPORT_BYTES
+from study.web.app_class import StudyFlask
 from study.web.inputs import PacketJSON
 from study.web.journey import Journey
 from study.web.processes import Processes
@@ -37,22 +39,25 @@ from study.web.teammate import PoolTeammates
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def create_app(config: dict[str, Any]) -> Flask:
+def create_app(config: dict[str, Any]) -> StudyFlask:
     """The app with its journey in ``app.extensions["study"]`` and Socket.IO in
     ``app.extensions["socketio"]``; rounds overdue in the database are closed first."""
     protocol = load_protocol(config["PROTOCOL"])
-    app = Flask(__name__, template_folder=str(ROOT / "templates"),
+    app = StudyFlask(__name__, template_folder=str(ROOT / "templates"),
                 static_folder=str(ROOT / "static"))
     app.config.update(SECRET_KEY=os.environ.get("STUDY_SECRET_KEY") or secrets.token_hex(16),
                       SCHEDULER=True)
     app.config.update(config)
-    storage = Storage(config.get("DATABASE") or Path("var") / f"{protocol.name}.sqlite")
+    storage = Storage(config.get("DATABASE") or Path("var") / f"{protocol.name}.sqlite",
+                      durability=config.get("DURABILITY", "full"))
     teammates = config.get("TEAMMATES") or PoolTeammates.for_protocol(
         protocol, Path(config.get("POOL_DIR", "var/pools")))
     if hasattr(teammates, "prepare"):
         teammates.prepare()
+    # A connection's events are handled in its own reader, one after the other: a tab's
+    # messages are applied in the order sent, with no task started per message.
     socketio = SocketIO(app, async_mode=config.get("ASYNC_MODE", "threading"),
-                        message_queue=config.get("MESSAGE_QUEUE"),
+                        message_queue=config.get("MESSAGE_QUEUE"), async_handlers=False,
                         max_http_buffer_size=MAX_TRANSPORT_BYTES, json=PacketJSON)
     clock = config.get("CLOCK", time.time)
     # With the clock running, a team is formed off the scheduler's thread; without it
