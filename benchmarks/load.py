@@ -1,10 +1,11 @@
 """Load: 1, 2 and 4 server processes against 250, 500 and 1,000 participants at once, on
 this machine, bots included.
 
-    python -m benchmarks.load            # the whole matrix (about 20 minutes)
-    python -m benchmarks.load --quick    # a smaller one (about 6 minutes)
+    python -m benchmarks.load            # the whole matrix (about 40 minutes)
+    python -m benchmarks.load --quick    # a smaller one (about 12 minutes)
 
-Every configuration is a fresh ``study serve PROTOCOL --workers N`` (gunicorn with gevent;
+Every configuration is a fresh ``study serve PROTOCOL --workers N --durability D`` (gunicorn
+with gevent; both durabilities by default, ``--durability full`` for one;
 several behind HAProxy with Redis) on a fresh database, and light bots
 (``study.bots.light``) that keep N participants in the study: they arrive evenly over the
 ramp, take the demo study's steps at a person's pace (pages read for seconds, every element
@@ -62,6 +63,7 @@ class Config:
     pace: str  # "human" or "fast"
     workers: int
     participants: int
+    durability: str = "full"  # study serve --durability
 
 
 @dataclass
@@ -120,7 +122,8 @@ class Row:
 
     def markdown(self) -> str:
         c, d = self.cookie_ms, self.drift_ms
-        return (f"| {self.config.pace} | {self.config.workers} | {self.config.participants} | "
+        return (f"| {self.config.pace} | {self.config.durability} | {self.config.workers} | "
+                f"{self.config.participants} | "
                 f"{c[0]:.0f} / {c[1]:.0f} / {c[2]:.0f} ({self.cookies}) | "
                 f"{d[0]:.0f} / {d[1]:.0f} ({self.closings}) | {self.messages_per_second:.0f} | "
                 f"{self.cpu_ms_per_message:.2f} | {self.server_share:.0%} | "
@@ -129,11 +132,12 @@ class Row:
                 f"{'yes' if self.goal_met() else 'no'} |")
 
 
-HEADER = ("| pace | workers | participants | cookie ack p50 / p95 / p99 ms (cookies) | "
+HEADER = ("| pace | durability | workers | participants | "
+          "cookie ack p50 / p95 / p99 ms (cookies) | "
           "closing drift p95 / max ms (closings) | messages/s | server CPU ms/message | "
           "server CPU | bots CPU | machine busy | bots' loop lag p95 ms | "
           "acknowledged missing | lock errors | bot errors | goal |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def protocol_for(pace: str, directory: Path) -> Path:
@@ -155,7 +159,8 @@ def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row
     protocol = protocol_for(config.pace, directory)
     db, log = directory / "load.sqlite", directory / "serve.log"
     server = ServeProcess(protocol, db, args.pools, log,
-                          extra=("--workers", str(config.workers)))
+                          extra=("--workers", str(config.workers),
+                                 "--durability", config.durability))
     server.start(timeout=180)
     start = time.time() + SPAWN_SECONDS
     measure_from = start + args.ramp + SETTLE_SECONDS
@@ -213,9 +218,10 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
 
 
 def matrix(args: argparse.Namespace) -> list[Config]:
-    configs = [Config("human", w, n) for w in args.workers for n in args.participants]
-    return configs + [Config("fast", w, n) for w in args.fast_workers
-                      for n in args.fast_participants]
+    configs = [Config("human", w, n, d) for d in args.durability for w in args.workers
+               for n in args.participants]
+    return configs + [Config("fast", w, n, d) for d in args.durability
+                      for w in args.fast_workers for n in args.fast_participants]
 
 
 def numbers(text: str) -> list[int]:
@@ -231,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--participants", type=numbers, default=[250, 500, 1000])
     parser.add_argument("--fast-workers", type=numbers, default=[1, 4])
     parser.add_argument("--fast-participants", type=numbers, default=[250])
+    parser.add_argument("--durability", type=lambda text: text.split(","),
+                        default=["full", "normal"],
+                        help="study serve --durability values, comma-separated")
     parser.add_argument("--ramp", type=float, default=30.0,
                         help="seconds over which the participants arrive")
     parser.add_argument("--steady", type=float, default=60.0,
@@ -254,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; ramp {args.ramp:g} s, "
               f"window {args.steady:g} s", flush=True)
         for config in matrix(args):
-            name = f"{config.pace}-{config.workers}w-{config.participants}"
+            name = f"{config.pace}-{config.durability}-{config.workers}w-{config.participants}"
             row = run_config(config, args, base / name)
             rows.append(row)
             print(f"{name}: {row.markdown()}", flush=True)

@@ -81,3 +81,21 @@ def test_human_paced_bots_report_every_element_and_finish(server):
     steps = rows(served.db, "SELECT DISTINCT step FROM participants WHERE code LIKE "
                             "'lighthuman%'")
     assert steps == [("done",)]
+
+
+def test_a_study_served_with_normal_durability_says_so_and_loses_nothing(tmp_path):
+    protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp_path / "quick.toml",
+                              round_seconds=3.0, practice_seconds=2.0,
+                              reference_speed=(1.5, 1.0), min_cookie_seconds=0.3)
+    served = ServeProcess(protocol, tmp_path / "study.sqlite", tmp_path / "pools",
+                          tmp_path / "serve.log", extra=("--durability", "normal"))
+    served.start(timeout=120)
+    try:
+        report = run_light_swarm(plan_for(served.url, 2, FAST, StudyFacts.from_protocol(
+            load_protocol(protocol)), "lightnormal"))
+    finally:
+        served.stop()
+    assert "acknowledged messages survive a server crash, not a power cut" in served.output()
+    assert report.tally.errors == {}
+    assert (report.tally.participants, report.tally.finished) == (2, 2)
+    assert missing_acknowledged(served.db, report.log) == []

@@ -45,6 +45,11 @@ def register(subcommands: argparse._SubParsersAction) -> None:
                         help="Redis URL shared by several server processes on one database "
                              "(or set STUDY_MESSAGE_QUEUE); with --workers N and none given, "
                              "a redis-server is started for the study")
+    parser.add_argument("--durability", choices=("full", "normal"), default="full",
+                        help="what an acknowledged message survives: 'full', a power cut "
+                             "(each commit waits for the disk); 'normal', a crash of the "
+                             "server but not of the machine, for large online studies "
+                             "(commits wait for the operating system only; docs/study-day.md)")
     parser.add_argument("--quiet", action="store_true",
                         help="print no links (a worker behind a balancer)")
     parser.set_defaults(handler=run)
@@ -75,22 +80,25 @@ def run(args: argparse.Namespace) -> int:
     pool = ensure_pool_of(protocol, args.pools)
     if args.workers == 1:
         server = Single(args.protocol, database, args.pools, args.host, args.port,
-                        args.message_queue)
+                        args.message_queue, args.durability)
     else:
         server = Balanced(args.protocol, database, args.pools, args.host, args.port,
-                          args.workers, args.message_queue)
+                          args.workers, args.message_queue, args.durability)
     if not args.quiet:
-        _print_links(protocol, database, pool, args.host, args.port, args.workers)
+        _print_links(protocol, database, pool, args.host, args.port, args.workers,
+                     args.durability)
     return server.run()
 
 
 def _print_links(protocol: Any, database: Path, pool: Path, host: str, port: int,
-                 workers: int) -> None:
+                 workers: int, durability: str) -> None:
     shown = "localhost" if host in ("0.0.0.0", "127.0.0.1") else host
     base = f"http://{shown}:{port}"
     processes = "1 process" if workers == 1 else f"{workers} processes behind HAProxy"
     recruitment = protocol.recruitment
-    print(f"study {protocol.name}: database {database}, pool {pool.name}, {processes}")
+    survives = "a power cut" if durability == "full" else "a server crash, not a power cut"
+    print(f"study {protocol.name}: database {database}, pool {pool.name}, {processes}; "
+          f"acknowledged messages survive {survives}")
     if recruitment.id_parameter:
         print(f"  recruitment link: {base}/start?{recruitment.id_parameter}=<their id>")
     if recruitment.open_enrolment:

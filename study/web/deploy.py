@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from study.model import InvalidInput
+from study.web.collector import ShortCollections
 
 # Connections one gevent worker accepts (gunicorn's default is 1,000).
 WORKER_CONNECTIONS = 10_000
@@ -44,13 +45,16 @@ def raise_open_file_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def app_factory(protocol: Path, database: Path, pools: Path,
-                message_queue: str | None) -> Any:
+def app_factory(protocol: Path, database: Path, pools: Path, message_queue: str | None,
+                durability: str = "full") -> Any:
     """The app a gunicorn worker serves, made in the worker (after gevent's patching)."""
     from study.web import create_app
 
-    return create_app({"PROTOCOL": protocol, "DATABASE": database, "POOL_DIR": pools,
-                       "MESSAGE_QUEUE": message_queue, "ASYNC_MODE": "gevent"})
+    app = create_app({"PROTOCOL": protocol, "DATABASE": database, "POOL_DIR": pools,
+                      "MESSAGE_QUEUE": message_queue, "ASYNC_MODE": "gevent",
+                      "DURABILITY": durability})
+    app.extensions["socketio"].start_background_task(ShortCollections().run)
+    return app
 
 
 def _gunicorn_application(options: dict[str, Any], factory: Any) -> Any:
@@ -79,6 +83,7 @@ class Single:
     host: str
     port: int
     message_queue: str | None = None
+    durability: str = "full"
 
     def run(self) -> int:
         raise_open_file_limit()
@@ -87,7 +92,7 @@ class Single:
                    "timeout": 30, "graceful_timeout": 5, "keepalive": 5,
                    "loglevel": "warning", "proc_name": f"study-{self.port}"}
         factory = lambda: app_factory(self.protocol, self.database, self.pools,  # noqa: E731
-                                      self.message_queue)
+                                      self.message_queue, self.durability)
         _gunicorn_application(options, factory).run()
         return 0
 
@@ -104,6 +109,7 @@ class Balanced:
     port: int
     workers: int
     message_queue: str | None = None
+    durability: str = "full"
     children: list[subprocess.Popen] = field(default_factory=list)
 
     def run(self) -> int:
@@ -145,7 +151,8 @@ class Balanced:
         self.children.append(subprocess.Popen(
             [sys.executable, "-m", "study.cli", "serve", str(self.protocol), "--quiet",
              "--host", "127.0.0.1", "--port", str(port), "--db", str(self.database),
-             "--pools", str(self.pools), "--message-queue", queue], env=env))
+             "--pools", str(self.pools), "--message-queue", queue,
+             "--durability", self.durability], env=env))
 
     def _start_haproxy(self, directory: Path, ports: list[int]) -> None:
         binary = _need("haproxy")
