@@ -36,7 +36,10 @@ limiter = Limiter(get_remote_address, default_limits=[])
 
 
 def enrol_limit() -> str:
-    return current_app.config.get("ENROL_RATE_LIMIT") or ENROL_LIMIT
+    """The app's ``ENROL_RATE_LIMIT``, else ``STUDY_ENROL_RATE_LIMIT`` from the environment
+    (what every process of ``study serve --workers N`` sees), else ``ENROL_LIMIT``."""
+    return (current_app.config.get("ENROL_RATE_LIMIT")
+            or os.environ.get("STUDY_ENROL_RATE_LIMIT") or ENROL_LIMIT)
 
 
 def trusts_proxy(app: Flask) -> bool:
