@@ -11,7 +11,9 @@ from __future__ import annotations
 import difflib
 import re
 import types
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -47,6 +49,7 @@ _MESSAGES = {
     "too_long": "must hold at most {max_length} items",
     "literal_error": "must be one of {expected}",
 }
+_RANGE_KINDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
 # Keys that moved to another section, named in the error instead of a close match.
 _MOVED = {"study.open_enrolment": "it moved to [recruitment] open_enrolment"}
 
@@ -87,6 +90,8 @@ def _describe(detail: dict[str, Any]) -> str:
     kind, context = detail["type"], detail.get("ctx", {})
     if kind == "string_pattern_mismatch":
         message = schema.PATTERN_HINTS.get(context.get("pattern"), detail["msg"])
+    elif kind in _RANGE_KINDS and detail["loc"][-1] in schema.RANGE_HINTS:
+        message = schema.RANGE_HINTS[detail["loc"][-1]]
     elif kind == "value_error":
         message = str(context.get("error", detail["msg"]))
     elif kind == "literal_error" and " " not in str(context.get("expected")):
@@ -191,6 +196,7 @@ def cross_problems(doc: schema.ProtocolFile, data: dict[str, Any]) -> Iterator[P
     yield from _robot_reference_problems(doc, data)
     yield from _analysis_problems(doc)
     yield from _pool_problems(doc)
+    yield from _size_problems(doc)
 
 
 def _study_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
@@ -320,3 +326,102 @@ def _pool_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
                 pool.fea is None or "fea" not in pool.algorithms):
             yield f"conditions.{index}.fea_bounds", (
                 '"pool" needs "fea" in pool.algorithms and a [pool.fea] section with bounds')
+
+
+# --- what the solver needs, counted before anything is built ----------------------------
+
+FLOAT_BYTES = 8
+# Past 63 goals a set of optimal goals no longer fits a 64-bit mask: the solver then walks
+# a whole batch of teams through full action tables (``study.solver.plan_rows``).
+MASK_GOALS = 63
+
+
+@dataclass(frozen=True)
+class SolverSize:
+    """The allocation MDP of a protocol's kits and the solver's tables for it."""
+
+    states: int
+    goals: int
+    actions: int
+    teams_at_once: int
+
+    @property
+    def table_bytes(self) -> int:
+        """States x (goals + actions) floats per team: the best reachable goal reward
+        and every action's value, for every team solved at once."""
+        return self.states * (self.goals + self.actions) * FLOAT_BYTES * self.teams_at_once
+
+    def describe(self) -> str:
+        teams = "" if self.teams_at_once == 1 else f" for {self.teams_at_once:,} teams at once"
+        return (f"{self.states:,} states, {self.goals:,} goals, {self.actions} actions; "
+                f"solver tables {readable_bytes(self.table_bytes)}{teams}")
+
+
+def solver_size(kits: Sequence[int], pool_teams: int, humans: int = 2) -> SolverSize:
+    """What solving ``kits`` takes: one team's tables, or a pool chunk's past 63 goals."""
+    from study.pool.spec import DEFAULT_CHUNK
+
+    states, goals = count_states(humans, kits)
+    at_once = min(pool_teams, DEFAULT_CHUNK) if goals > MASK_GOALS else 1
+    return SolverSize(states, goals, len(kits) ** humans, at_once)
+
+
+def count_states(humans: int, kits: Sequence[int]) -> tuple[int, int]:
+    """Reachable states and goal states of the allocation MDP (MODEL.md), counted without
+    enumerating them: the states at depth ``t`` are the allocations giving every human
+    ``t`` kits, no type beyond its kits (any such allocation is reached by handing each
+    human's kits out in any order)."""
+    per_depth = [_allocations(humans, kits, depth)
+                 for depth in range(sum(kits) // humans + 1)]
+    return sum(per_depth), per_depth[-1]
+
+
+def _allocations(humans: int, kits: Sequence[int], depth: int) -> int:
+    """Allocations of ``depth`` kits to each human, counted human by human over the kits
+    of each type handed out so far."""
+    handed: Counter[tuple[int, ...]] = Counter({(0,) * len(kits): 1})
+    for _ in range(humans):
+        after: Counter[tuple[int, ...]] = Counter()
+        for used, ways in handed.items():
+            for held in _compositions(depth, len(kits)):
+                total = tuple(u + h for u, h in zip(used, held, strict=True))
+                if all(t <= k for t, k in zip(total, kits, strict=True)):
+                    after[total] += ways
+        handed = after
+    return sum(handed.values())
+
+
+def _compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
+    """Every way to write ``total`` as ``parts`` non-negative whole numbers, in order."""
+    if parts == 1:
+        yield (total,)
+        return
+    for first in range(total + 1):
+        for rest in _compositions(total - first, parts - 1):
+            yield (first, *rest)
+
+
+def readable_bytes(count: int) -> str:
+    """``count`` bytes in the largest binary unit it fills (up to GiB)."""
+    units = ("bytes", "KiB", "MiB", "GiB")
+    power = 0
+    while power < len(units) - 1 and count >= 1024 ** (power + 1):
+        power += 1
+    return f"{count:,} bytes" if power == 0 else f"{count / 1024**power:,.1f} {units[power]}"
+
+
+def _size_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    """Kits whose solver tables would not fit: refused with the size they would need."""
+    try:
+        kits = validate_kits(doc.study.kits, 2)
+    except InvalidInput:
+        return  # reported by _study_problems
+    size = solver_size(kits, doc.pool.teams)
+    limit = schema.LIMITS["solver_bytes"]
+    if size.table_bytes > limit:
+        yield "study.kits", (
+            f"{list(kits)} make {size.states:,} states and {size.goals:,} goals: past "
+            f"{MASK_GOALS} goals the solver keeps states x (goals + actions) numbers for "
+            f"each of {size.teams_at_once:,} pool teams at once, "
+            f"{readable_bytes(size.table_bytes)}, above the limit of {readable_bytes(limit)}"
+            "; use fewer kits")

@@ -58,7 +58,18 @@ PATTERN_HINTS = {
 }
 
 LIMITS = {"kits_per_type": 64, "pool_teams": 5_000_000, "seconds": 3600,
-          "minutes": 7 * 24 * 60, "items": 60, "text": 20_000}
+          "minutes": 7 * 24 * 60, "items": 60, "text": 20_000,
+          "solver_bytes": 2**30}
+# Plausible reference speeds, cookies per second: one cookie in 1,000 s up to ten a
+# second (a person decorates one in a few seconds; the shipped protocols use 0.07-0.33).
+REFERENCE_SPEEDS = (0.001, 10.0)
+# Readable wording for the ranges above, used in error messages (by key).
+RANGE_HINTS = {
+    "reference_speed": f"must be between {REFERENCE_SPEEDS[0]:g} and "
+                       f"{REFERENCE_SPEEDS[1]:g} cookies per second (one cookie in 1,000 s "
+                       "to ten cookies a second)",
+}
+
 
 
 class Strict(BaseModel):
@@ -164,8 +175,9 @@ class StudySection(Strict):
 
 class CookieType(Strict):
     theme: Identifier = Field(description="The id of the theme decorated on this cookie.")
-    reference_speed: float = Field(gt=0, le=20, description="Cookies per second that count "
-                                                            "as capability 1.")
+    reference_speed: float = Field(ge=REFERENCE_SPEEDS[0], le=REFERENCE_SPEEDS[1],
+                                   description="Cookies per second that count as "
+                                               "capability 1.")
 
 
 class Cookies(Strict):

@@ -70,6 +70,7 @@ def summary(protocol: Any) -> list[str]:
         ("too fast", f"a cookie within {protocol.min_cookie_seconds:g} s of the previous "
                      "one is refused"),
         ("pool", _pool(protocol)),
+        ("solver", _solver(protocol)),
         ("recruitment", _recruitment(protocol.recruitment)),
         ("analysis", _analysis(protocol.analysis)),
         ("preferences", f"{len(protocol.themes)} themes rated on a "
@@ -115,6 +116,12 @@ def _pool(protocol: Any) -> str:
     if spec.fea is not None:
         parts.append(f"FEA w {spec.fea.w:g}, bounds [{spec.fea.lo:.3g}, {spec.fea.hi:.3g}]")
     return "; ".join(parts)
+
+
+def _solver(protocol: Any) -> str:
+    from study.protocol_checks import solver_size
+
+    return solver_size(protocol.kits, protocol.pool_spec().teams).describe()
 
 
 def _recruitment(recruitment: Any) -> str:
