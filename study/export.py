@@ -368,6 +368,15 @@ CODEBOOK: tuple[Table, ...] = (
 )
 
 CODEBOOK_FIELDS = ("table", "column", "type", "meaning", "units", "allowed")
+# Spreadsheets run a cell starting with one of these as a formula (a participant's free
+# text could start with "=HYPERLINK(...)"): CSV text cells are escaped, Parquet is not.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_NOTE = ("In the CSV files, a text cell starting with `=`, `+`, `-`, `@`, a tab or a "
+                "carriage return has a single quote (`'`) put in front, so that a spreadsheet "
+                "shows it as text instead of running it as a formula; remove that quote to "
+                "get the raw text, which the Parquet files keep as it was. Numeric columns "
+                "are never changed. Lines end in CRLF (RFC 4180); a text holding a comma, a "
+                "quote or a line break is quoted.")
 
 
 def codebook_frame(tables: tuple[Table, ...] = CODEBOOK) -> pd.DataFrame:
@@ -380,7 +389,8 @@ def codebook_frame(tables: tuple[Table, ...] = CODEBOOK) -> pd.DataFrame:
 def codebook_markdown(tables: tuple[Table, ...] = CODEBOOK) -> str:
     """The codebook as Markdown: one section per table, one row per column."""
     lines = ["# Codebook", "", f"Times are {EPOCH}. Empty cells in the CSV files are missing "
-             "values (SQL NULL). JSON columns hold small lists or objects as text.", ""]
+             "values (SQL NULL). JSON columns hold small lists or objects as text.", "",
+             FORMULA_NOTE, ""]
     for table in tables:
         lines += [f"## {table.name}", "", f"One row per {table.row}.", "",
                   "| column | type | meaning | units | allowed values |", "|---|---|---|---|---|"]
@@ -535,15 +545,35 @@ def build_export(db_path: Path) -> Export:
         for table in tables:
             frame = read_table(connection, table)
             rows[table.name] = len(frame)
-            files[f"{table.name}.csv"] = frame.to_csv(index=False).encode()
+            files[f"{table.name}.csv"] = csv_bytes(frame)
             files[f"{table.name}.parquet"] = _parquet_bytes(frame)
-        files["codebook.csv"] = codebook_frame(tables).to_csv(index=False).encode()
+        files["codebook.csv"] = csv_bytes(codebook_frame(tables))
         files["codebook.md"] = codebook_markdown(tables).encode()
         files.update(metadata_files(connection))
     finally:
         connection.rollback()
         connection.close()
     return Export(files, rows, undocumented(tables))
+
+
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """``frame`` as CSV, its text cells escaped where a spreadsheet would run a formula.
+
+    Lines end in CRLF (RFC 4180), so a text holding a carriage return is quoted rather
+    than cut into two rows."""
+    escaped = frame.copy()
+    for name in frame.columns:
+        if frame[name].dtype == object or isinstance(frame[name].dtype, pd.StringDtype):
+            escaped[name] = frame[name].map(escape_formula)
+    return escaped.to_csv(index=False, lineterminator="\r\n").encode()
+
+
+def escape_formula(value: object) -> object:
+    """A text starting as a formula, with a single quote in front (the OWASP rule for CSV
+    injection); anything else, numbers and missing values included, as it is."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def _parquet_bytes(frame: pd.DataFrame) -> bytes:
