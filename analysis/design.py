@@ -18,19 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from study.model import InvalidInput
+from study.terms import EXCLUSION_RULES, EXCLUSION_TEXT
 
-EXCLUSION_RULES = ("aborted", "flagged", "failed-manipulation-check", "recovered-capability",
-                   "incomplete")
 DEFAULT_EXCLUDE = ("aborted", "incomplete")
 TEAM_SIZE = 2  # the participant and the agent teammate
-RULE_TEXT = {
-    "aborted": "the experimenter aborted the participant in the console",
-    "flagged": "the experimenter flagged the participant in the console",
-    "failed-manipulation-check": "the participant's answer to the manipulation check failed it",
-    "recovered-capability": "a capability was measured from a practice round the server "
-                            "closed on recovery after a crash",
-    "incomplete": "the participant did not finish the study",
-}
 
 
 @dataclass(frozen=True)
@@ -53,7 +44,7 @@ class AnalysisRules:
 
     def describe(self) -> str:
         """The rules as one sentence for the report."""
-        rules = "; ".join(f"{rule} ({RULE_TEXT[rule]})" for rule in self.exclude) or "none"
+        rules = "; ".join(f"{rule} ({EXCLUSION_TEXT[rule]})" for rule in self.exclude) or "none"
         kept = ("kept" if self.keep_completed_sessions_of_incomplete else "not kept")
         return (f"Exclusion rules from {self.source}: {rules}. The completed sessions of a "
                 f"participant removed only for being incomplete are {kept} in the "

@@ -22,8 +22,9 @@ import numpy as np
 import pandas as pd
 
 from analysis import load
-from analysis.design import RULE_TEXT, AnalysisRules, Design, manipulation_passed
+from analysis.design import AnalysisRules, Design, manipulation_passed
 from analysis.load import StudyData
+from study.terms import EXCLUSION_TEXT
 
 STEP_ORDER = ("consent", "themes", "preferences", "practice", "teammate", "intro-1",
               "session-1", "questionnaire-1", "intro-2", "session-2", "questionnaire-2",
@@ -173,7 +174,18 @@ def _rule_matches(data: StudyData, design: Design, people: pd.DataFrame) -> pd.D
                                  & practice["close_reason"].eq("recovery"), "participant_id"])
     matches["recovered-capability"] = ids.isin(recovered).to_numpy()
     matches["incomplete"] = people["step"].ne("done").to_numpy()
+    matches["not-target-team"] = _off_target(data, ids).to_numpy()
     return matches
+
+
+def _off_target(data: StudyData, ids: pd.Series) -> pd.Series:
+    """Participants whose live team missed the target (databases from before the target
+    was recorded count as on target: nothing says otherwise)."""
+    teammates = data.teammates
+    if "target_met" not in teammates:
+        return pd.Series(False, index=ids.index)
+    missed = teammates.set_index("participant_id")["target_met"].eq(0)
+    return ids.map(missed).fillna(False).astype(bool)
 
 
 def _failed_check(data: StudyData, design: Design, ids: pd.Series) -> pd.Series:
@@ -228,8 +240,8 @@ def exclusion_table(chosen: AnalysisSet) -> pd.DataFrame:
     rule means; the declared rules first, in their order."""
     people = chosen.participants
     declared = list(chosen.rules.exclude)
-    rules = declared + [rule for rule in RULE_TEXT if rule not in declared]
-    rows = [{"rule": rule, "applied": rule in declared, "meaning": RULE_TEXT[rule],
+    rules = declared + [rule for rule in EXCLUSION_TEXT if rule not in declared]
+    rows = [{"rule": rule, "applied": rule in declared, "meaning": EXCLUSION_TEXT[rule],
              "matched": int(people[rule].sum()),
              "removed": int((people["excluded_by"] == rule).sum())} for rule in rules]
     return pd.DataFrame(rows, columns=["rule", "applied", "meaning", "matched", "removed"])

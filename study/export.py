@@ -95,6 +95,13 @@ CODEBOOK: tuple[Table, ...] = (
                allowed="unique or empty"),
         Column("origin", "TEXT", "how the participant was enrolled",
                allowed="console, open, recruitment"),
+        Column("themes", "TEXT", "the theme on each cookie type for this participant, as "
+               "assigned after the ratings and shown from practice on (JSON list: squares, "
+               "letters)", allowed="theme ids of the protocol, empty before the ratings"),
+        Column("themes_rule", "TEXT", "what decided `themes`: fixed (the protocol's "
+               "[cookies] themes for everyone), by-rating (the theme rated higher on the "
+               "protocol's preferred_on cookie), tied (equal ratings: the [cookies] themes)",
+               allowed="fixed, by-rating, tied, empty before the ratings"),
     )),
     Table("steps", "one step reached by a participant (the journey's event log)", (
         _id(), _fk("participant_id", "participants"),
@@ -155,9 +162,28 @@ CODEBOOK: tuple[Table, ...] = (
                "the matched team", allowed="0, 1"),
         Column("distance", "REAL", "distance d (MODEL.md) between the participant and the "
                "matched member", allowed=">= 0"),
-        Column("skipped", "INTEGER", "nearer pool members passed over because the two robots "
-               "would have followed the same plan with them (0: the nearest member)",
-               allowed=">= 0"),
+        Column("rule", "TEXT", "the protocol's teammate rule: typed (the nearest member "
+               "whose live team meets the target and gives two plans), distinct (the nearest "
+               "with two plans), nearest (the paper's Eq. 6)",
+               allowed="typed, distinct, nearest"),
+        Column("nearest_team", "INTEGER", "pool team of the member nearest by Eq. 6 (what "
+               "Eq. 6 alone would have chosen)", allowed=">= 0"),
+        Column("nearest_human", "INTEGER", "that member's human index", allowed="0, 1"),
+        Column("nearest_distance", "REAL", "distance d of that member", allowed=">= 0"),
+        Column("passed_over", "INTEGER", "members nearer than the chosen one, passed over "
+               "(0: the chosen member is the Eq. 6 nearest)", allowed=">= 0"),
+        Column("passed_same_plan", "INTEGER", "of those, passed over because both robots "
+               "would have followed one plan", allowed=">= 0"),
+        Column("passed_off_target", "INTEGER", "of those, passed over because their live "
+               "team missed the target team", allowed=">= 0"),
+        Column("live_type", "TEXT", "type of the live team (the participant's measured "
+               "coefficients with the teammate's; MODEL.md, Team types)",
+               allowed="mixed, twins, negative, mixed-reversed"),
+        Column("participant_role", "TEXT", "the participant's role in the live team",
+               allowed="most-capable, other"),
+        Column("target_met", "INTEGER", "whether the live team meets the protocol's "
+               "[pool.teammate] filter with the participant in its role (0: placed off "
+               "target, only with unplaced = \"continue\" or another rule)", allowed="0, 1"),
         Column("c_squares", "REAL", "teammate's capability on squares", allowed="0.01..0.99"),
         Column("c_letters", "REAL", "teammate's capability on letters", allowed="0.01..0.99"),
         Column("p_squares", "REAL", "teammate's preference for squares", allowed="0.01..0.99"),
@@ -200,6 +226,10 @@ CODEBOOK: tuple[Table, ...] = (
         *_task(whose="the participant's kit"),
         Column("teammate_task_type", "INTEGER", "task type of the teammate's kit",
                allowed=TASK_TYPES + ", empty in practice"),
+        Column("theme", "TEXT", "theme of the participant's cookie in this round",
+               allowed="a theme id of the protocol"),
+        Column("teammate_theme", "TEXT", "theme of the teammate's cookie",
+               allowed="a theme id of the protocol, empty in practice"),
         _at("started_at", "when the participant started the round"),
         _at("deadline", "when the round closes (stored at start)"),
         Column("seconds", "REAL", "round duration", units="s"),

@@ -144,6 +144,8 @@ class Protocol:
     condition_order: str
     min_cookie_seconds: float
     cookies: tuple[CookieType, ...]
+    theme_assignment: str
+    preferred_on: int | None
     themes: tuple[Theme, ...]
     conditions: tuple[Condition, ...]
     pages: dict[str, Page]
@@ -175,6 +177,22 @@ class Protocol:
 
     def theme_of(self, task_type: int) -> Theme:
         return self.theme(self.cookies[task_type].theme)
+
+    def assign_themes(self, ratings: dict[str, int]) -> tuple[tuple[str, ...], str]:
+        """The theme of each cookie type for a participant who gave ``ratings``, and the
+        rule that decided it: ``fixed`` ([cookies]), ``by-rating`` (the theme rated higher
+        on ``preferred_on``) or ``tied`` (equal ratings keep [cookies])."""
+        fixed = tuple(cookie.theme for cookie in self.cookies)
+        if self.theme_assignment == "fixed":
+            return fixed, "fixed"
+        assert self.preferred_on is not None  # the loader checks it
+        other = 1 - self.preferred_on
+        ranked = sorted(fixed, key=lambda theme: -ratings[theme])
+        if ratings[fixed[0]] == ratings[fixed[1]]:
+            return fixed, "tied"
+        themes = [""] * len(fixed)
+        themes[self.preferred_on], themes[other] = ranked
+        return tuple(themes), "by-rating"
 
     def measured_practice_rounds(self) -> dict[int, int]:
         """Task type -> the practice round (1-based) that measures it: its second round."""
@@ -252,6 +270,9 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
         cookies=tuple(CookieType(task_type, name, getattr(doc.cookies, name).theme,
                                  float(getattr(doc.cookies, name).reference_speed))
                       for task_type, name in enumerate(TASK_NAMES)),
+        theme_assignment=doc.study.theme_assignment,
+        preferred_on=(None if doc.study.preferred_on is None
+                      else TASK_NAMES.index(doc.study.preferred_on)),
         themes=themes,
         conditions=tuple(_condition(c) for c in doc.conditions),
         pages={name: Page(getattr(doc.pages, name).title, getattr(doc.pages, name).text)

@@ -223,6 +223,12 @@ def _theme_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
     if doc.cookies.squares.theme == doc.cookies.letters.theme:
         yield "cookies.letters.theme", (f"both cookie types use '{doc.cookies.letters.theme}'; "
                                         "each needs its own theme for its own preference")
+    by_rating = doc.study.theme_assignment == "by-rating"
+    if by_rating and doc.study.preferred_on is None:
+        yield "study.preferred_on", ('theme_assignment = "by-rating" needs the cookie that '
+                                     'carries the theme rated higher ("squares" or "letters")')
+    if not by_rating and doc.study.preferred_on is not None:
+        yield "study.preferred_on", 'applies only with theme_assignment = "by-rating"'
 
 
 def _condition_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
@@ -321,11 +327,58 @@ def _pool_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
         yield "pool.kits", (f"{pool.kits}{'' if given else ' (the default)'} differs from "
                             f"[study] kits {doc.study.kits}; the pool's teams must play the "
                             "study's sessions")
+    yield from _target_team_problems(doc)
     for index, condition in enumerate(doc.conditions):
         if condition.algorithm == "fea" and condition.fea_bounds is None and (
                 pool.fea is None or "fea" not in pool.algorithms):
             yield f"conditions.{index}.fea_bounds", (
                 '"pool" needs "fea" in pool.algorithms and a [pool.fea] section with bounds')
+
+
+# Which correlation (positive: the preferred type is the best type) the participant's role
+# has in each team type: (most capable human, the other).
+ROLE_SIGNS = {"mixed": (False, True), "twins": (True, True), "negative": (False, False),
+              "mixed-reversed": (True, False)}
+
+
+def _target_team_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    """A target team the pool can never form: a team type its acceptance rejects, or
+    themes assigned against the participant's role where the pool's ranges fix the best
+    cookie."""
+    teammate, accept = doc.pool.teammate, doc.pool.accept
+    wanted = teammate.team_types
+    if wanted and accept.team_types and not set(wanted) & set(accept.team_types):
+        yield "pool.teammate.team_types", (
+            f"{', '.join(wanted)}: the pool keeps only {', '.join(accept.team_types)} teams "
+            "(pool.accept.team_types), so the target team never occurs in it")
+    preferred = doc.study.preferred_on
+    best = _best_type(doc.pool.sample.c)
+    if preferred is None or best is None or not wanted or teammate.role == "any":
+        return
+    top = teammate.role == "most-capable"
+    signs = {ROLE_SIGNS[name][0 if top else 1] for name in wanted}
+    positive = TASK_NAMES.index(preferred) == best
+    if signs == {not positive}:
+        needed = "positively" if not positive else "negatively"
+        yield "study.preferred_on", (
+            f"{preferred!r} makes every participant {'positively' if positive else 'negatively'}"
+            f" correlated (the pool's ranges make {TASK_NAMES[best]} everyone's best cookie), "
+            f"but the role {teammate.role!r} in {', '.join(wanted)} teams needs them "
+            f"{needed} correlated")
+
+
+def _best_type(sample_c: Any) -> int | None:
+    """The task type every sampled human is most capable at, when the pool's capability
+    ranges decide it (one type's range lies wholly above the other's); else None."""
+    depth, node = 0, sample_c
+    while isinstance(node, list) and node:
+        depth, node = depth + 1, node[0]
+    rows = {1: lambda: [[sample_c] * 2], 2: lambda: [sample_c], 3: lambda: sample_c}[depth]()
+    for task_type in range(2):
+        other = 1 - task_type
+        if all(row[task_type][0] > row[other][1] for row in rows):
+            return task_type
+    return None
 
 
 # --- what the solver needs, counted before anything is built ----------------------------

@@ -21,15 +21,16 @@ from pydantic import (
     create_model,
 )
 
-from study.terms import ALGORITHMS
+from study.pool.names import TEAMMATE_RULES, UNPLACED
+from study.terms import ALGORITHMS, EXCLUSION_RULES
 
 TASK_NAMES = ("squares", "letters")
 ROUND_ORDERS = ("default", "anytime-fair")
 CONDITION_ORDERS = ("alternate", "fixed")
+THEME_ASSIGNMENTS = ("fixed", "by-rating")
+TIED_RATINGS = ("fixed",)
 PAGES = ("consent", "themes", "practice", "teammate", "intro", "session", "debrief", "done",
          "declined", "withdrawn", "unmatched")
-EXCLUSION_RULES = ("aborted", "flagged", "failed-manipulation-check", "recovered-capability",
-                   "incomplete")
 # As ``study.pool`` spells them (a test keeps the copies equal; importing the pool
 # package here would load pandas for every protocol read).
 TEAM_TYPES = ("mixed", "twins", "negative", "mixed-reversed")
@@ -69,7 +70,6 @@ RANGE_HINTS = {
                        f"{REFERENCE_SPEEDS[1]:g} cookies per second (one cookie in 1,000 s "
                        "to ten cookies a second)",
 }
-
 
 
 class Strict(BaseModel):
@@ -171,6 +171,16 @@ class StudySection(Strict):
     min_cookie_seconds: float = Field(
         0.5, ge=0, le=60, description="A cookie finished sooner than this after the previous "
                                       "one is refused as too fast.")
+    theme_assignment: Literal[THEME_ASSIGNMENTS] = Field(
+        "fixed", description="fixed: every participant decorates each cookie with the theme "
+                             "of [cookies] (the paper); by-rating: after the theme ratings, "
+                             "the theme a participant rates higher goes on the cookie named "
+                             "by preferred_on, so their preference runs the way their role "
+                             "needs (docs/protocol.md).")
+    preferred_on: Literal[TASK_NAMES] | None = Field(
+        None, description="by-rating: the cookie that carries the theme rated higher.")
+    tied_ratings: Literal[TIED_RATINGS] = Field(
+        "fixed", description="by-rating, equal ratings: fixed keeps the themes of [cookies].")
 
 
 class CookieType(Strict):
@@ -332,6 +342,21 @@ class Analysis(Strict):
                           "a choice item, some of its options)."))
 
 
+class Calibration(Strict):
+    """Where calibrated values came from: written by ``study calibrate``, read by people
+    and the analysis report (docs/pilot-to-study.md)."""
+
+    pilot: str = _text(500, "The pilot database's file name.")
+    pilot_sha256: str = Field(pattern=r"^[0-9a-f]{64}$",
+                              description="SHA-256 of the pilot database.")
+    participants: int = Field(ge=1, description="Pilot participants the values came from.")
+    first: str = Field(max_length=10, description="Day of the first pilot measurement (UTC).")
+    last: str = Field(max_length=10, description="Day of the last pilot measurement (UTC).")
+    rule: str = _text(2000, "How the values were chosen.")
+    changes: list[Annotated[str, Field(max_length=2000)]] = Field(
+        max_length=20, description="Every value changed, as 'key: old -> new'.")
+
+
 # --- [pool] -----------------------------------------------------------------------------
 
 
@@ -352,6 +377,15 @@ class Criteria(Strict):
 
 class Teammate(Criteria):
     role: Literal[ROLES] = Field("any", description="Which member the participant may be.")
+    rule: Literal[TEAMMATE_RULES] = Field(
+        "typed", description="typed: the nearest member whose live team with the participant "
+                             "meets this filter and gives the two robots different plans; "
+                             "distinct: the nearest member with which the robots differ; "
+                             "nearest: the paper's Eq. 6 exactly.")
+    unplaced: Literal[UNPLACED] = Field(
+        "unmatched", description="A participant no member places in the target team (rule "
+                                 "typed): unmatched page with the return link, or continue "
+                                 "with the distinct choice, recorded as off target.")
 
 
 class Fea(Strict):
@@ -401,6 +435,8 @@ class ProtocolFile(Strict):
     recruitment: Recruitment = Field(default_factory=Recruitment)
     analysis: Analysis = Field(default_factory=Analysis)
     pool: PoolSection
+    calibration: Calibration | None = Field(
+        None, description="Provenance of calibrated values (written by study calibrate).")
 
 
 def json_schema() -> dict[str, Any]:

@@ -38,7 +38,8 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         {"id": INT, "code": TEXT, "protocol": TEXT, "created_at": REAL, "step": TEXT,
          "condition_order": TEXT, "external_ids": TEXT, "consent": TEXT, "consent_at": REAL,
          "data_consent": TEXT, "finished_at": REAL, "withdrawn_at": REAL,
-         "robots_identical": INT, "recruitment_id": TEXT, "origin": TEXT},
+         "robots_identical": INT, "recruitment_id": TEXT, "origin": TEXT, "themes": TEXT,
+         "themes_rule": TEXT},
         {"code", "protocol", "created_at", "step"}, [], [["code"]]),
     "steps": (
         {"id": INT, "participant_id": INT, "step": TEXT, "at": REAL},
@@ -53,7 +54,8 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         [("participant_id", "participants")], [["participant_id", "number"]]),
     "rounds": (
         {"id": INT, "session_id": INT, "participant_id": INT, "number": INT, "task_type": INT,
-         "task_name": TEXT, "teammate_task_type": INT, "started_at": REAL, "deadline": REAL,
+         "task_name": TEXT, "teammate_task_type": INT, "theme": TEXT, "teammate_theme": TEXT,
+         "started_at": REAL, "deadline": REAL,
          "seconds": REAL, "closed_at": REAL, "close_reason": TEXT, "participant_cookies": INT,
          "teammate_cookies": INT, "alive_until": REAL},
         {"session_id", "participant_id", "number", "task_type", "started_at", "deadline",
@@ -98,7 +100,10 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         [["participant_id", "kind", "task_type"]]),
     "teammates": (
         {"participant_id": INT, "pool": TEXT, "pool_team": INT, "participant_human": INT,
-         "distance": REAL, "skipped": INT, "c_squares": REAL, "c_letters": REAL,
+         "distance": REAL, "rule": TEXT, "nearest_team": INT, "nearest_human": INT,
+         "nearest_distance": REAL, "passed_over": INT, "passed_same_plan": INT,
+         "passed_off_target": INT, "live_type": TEXT, "participant_role": TEXT,
+         "target_met": INT, "c_squares": REAL, "c_letters": REAL,
          "p_squares": REAL, "p_letters": REAL, "at": REAL},
         {"participant_id", "pool", "pool_team", "participant_human", "distance", "at"},
         [("participant_id", "participants")], []),
@@ -497,7 +502,8 @@ class Storage:
         (its code, protocol and terminal step stay as they are)."""
         cleared = {"condition_order": None, "external_ids": None, "consent_at": None,
                    "finished_at": None, "withdrawn_at": None, "consent": None,
-                   "data_consent": None, "robots_identical": None, "recruitment_id": None}
+                   "data_consent": None, "robots_identical": None, "recruitment_id": None,
+                   "themes": None, "themes_rule": None}
         with self.event() as db:
             for table in self._tables_with_participant_rows():
                 db.execute(f"DELETE FROM {table} WHERE participant_id = ?", (participant_id,))

@@ -10,6 +10,19 @@ ALGORITHMS = ("efficient", "fair", "fea")
 DEFAULT_KITS = (8, 8)
 DEFAULT_FEA_WEIGHT = 0.70
 DISCOUNT = 0.9
+# The exclusion rules a protocol's [analysis] section may name, one place for the protocol
+# loader and the analysis package; each with the sentence the report prints.
+EXCLUSION_TEXT = {
+    "aborted": "the experimenter aborted the participant in the console",
+    "flagged": "the experimenter flagged the participant in the console",
+    "failed-manipulation-check": "the participant's answer to the manipulation check failed it",
+    "recovered-capability": "a capability was measured from a practice round the server "
+                            "closed on recovery after a crash",
+    "incomplete": "the participant did not finish the study",
+    "not-target-team": "the participant's live team was not the team under study (the "
+                       "teammate rule could not place them in it)",
+}
+EXCLUSION_RULES = tuple(EXCLUSION_TEXT)
 
 
 class InvalidInput(ValueError):

@@ -57,6 +57,15 @@ class Person:
     robots_identical: int | None
     distance: float | None
     skipped: int | None
+    live_type: str | None = None
+    participant_role: str | None = None
+    target_met: int | None = None
+    step: str | None = None
+
+    @property
+    def in_target(self) -> bool:
+        """Placed in the target team, with two robots that follow different plans."""
+        return bool(self.target_met) and self.plans_differ
 
     @property
     def nearest_differs(self) -> bool:
@@ -92,13 +101,15 @@ class HumanJourneys:
         reply = self.send(code, "submit", {"step": step, "data": data or {}})
         assert reply["ok"], reply
 
-    def person(self, code: str, human: Human, rng: np.random.Generator) -> Person:
-        """Consent, ratings and practice; what the study stored about the person."""
+    def person(self, code: str, human: Human, rng: np.random.Generator,
+               ratings: dict[str, int] | None = None) -> Person:
+        """Consent, ratings (random unless given) and practice; what the study stored
+        about the person."""
         self.journey.enrol(code)
         self.submit(code, "consent", {"agree": True})
         self.submit(code, "themes")
         points = self.protocol.preference_scale.points
-        self.submit(code, "preferences", {"ratings": {
+        self.submit(code, "preferences", {"ratings": ratings or {
             theme.id: int(rng.integers(1, points + 1)) for theme in self.protocol.themes}})
         for number in range(1, len(self.protocol.practice) + 1):
             self.play_round(code, number, human, rng)
@@ -127,17 +138,81 @@ class HumanJourneys:
         sessions = self.storage.all(
             "SELECT plan, goal FROM sessions WHERE participant_id = ? AND number > 0 "
             "ORDER BY number", (pid,))
-        teammate = self.storage.one("SELECT distance, skipped FROM teammates "
-                                    "WHERE participant_id = ?", (pid,)) or {}
+        teammate = self.storage.one("SELECT * FROM teammates WHERE participant_id = ?",
+                                    (pid,)) or {}
         return Person(code, tuple(row["value"] for row in capabilities),
                       tuple(row["plan"] for row in sessions),
                       tuple(row["goal"] for row in sessions), participant["robots_identical"],
-                      teammate.get("distance"), teammate.get("skipped"))
+                      teammate.get("distance"), teammate.get("passed_over"),
+                      teammate.get("live_type"), teammate.get("participant_role"),
+                      teammate.get("target_met"), participant["step"])
 
     def run(self, people: int, seed: int) -> list[Person]:
         rng = np.random.default_rng(seed)
         return [self.person(f"human{index:05d}", Human.sample(rng), rng)
                 for index in range(people)]
+
+
+# The population of the team-formation table (docs/teams-by-design.md): paces from half to
+# twice the human model's times, and every theme-rating pattern of two themes.
+PACES = tuple(float(x) for x in np.geomspace(0.5, 2.0, 7))
+RATING_PATTERNS = {"first strongly": (7, 1), "second strongly": (1, 7),
+                   "first mildly": (5, 4), "second mildly": (4, 5), "tied high": (6, 6),
+                   "tied low": (2, 2)}
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """One person of the population and what the study stored about them."""
+
+    pace: float
+    pattern: str
+    person: Person
+
+
+def population(run: HumanJourneys, people: int, seed: int) -> list[Simulated]:
+    """``people`` simulated people spread evenly over ``PACES`` x ``RATING_PATTERNS``."""
+    rng = np.random.default_rng(seed)
+    cells = list(itertools.product(PACES, RATING_PATTERNS))
+    themes = [theme.id for theme in run.protocol.themes[:2]]
+    result = []
+    for index in range(people):
+        pace, pattern = cells[index % len(cells)]
+        ratings = dict(zip(themes, RATING_PATTERNS[pattern], strict=True))
+        ratings.update({theme.id: 4 for theme in run.protocol.themes[2:]})
+        person = run.person(f"pop{index:05d}", Human(pace=pace), rng, ratings)
+        result.append(Simulated(pace, pattern, person))
+    return result
+
+
+def formation_table(people: list[Simulated]) -> str:
+    """Share placed in the target team (with differing plans) per pace and rating pattern,
+    as a Markdown table."""
+    lines = ["| pace (x model times) | " + " | ".join(RATING_PATTERNS) + " | all |",
+             "|---|" + "---|" * (len(RATING_PATTERNS) + 1)]
+    for pace in PACES:
+        row = [p for p in people if p.pace == pace]
+        cells = [_share([p for p in row if p.pattern == name]) for name in RATING_PATTERNS]
+        lines.append(f"| {pace:.2f} | " + " | ".join(cells) + f" | {_share(row)} |")
+    cells = [_share([p for p in people if p.pattern == name]) for name in RATING_PATTERNS]
+    lines.append("| all | " + " | ".join(cells) + f" | **{_share(people)}** |")
+    return "\n".join(lines)
+
+
+def _share(people: list[Simulated]) -> str:
+    return f"{np.mean([p.person.in_target for p in people]):.0%}" if people else "-"
+
+
+def where_they_ended(people: list[Simulated]) -> str:
+    """How many ended in which live team and role (or on the unmatched page)."""
+    counts: dict[str, int] = {}
+    for simulated in people:
+        person = simulated.person
+        key = (f"{person.live_type}, participant {person.participant_role}"
+               if person.live_type else str(person.step))
+        counts[key] = counts.get(key, 0) + 1
+    return "; ".join(f"{key}: {count}" for key, count in sorted(counts.items(),
+                                                                key=lambda kv: -kv[1]))
 
 
 def summary(name: str, people: list[Person]) -> str:
@@ -154,12 +229,33 @@ def summary(name: str, people: list[Person]) -> str:
             f"{np.median(values[:, 0]):.2f} / {np.median(values[:, 1]):.2f} |")
 
 
+def formation(protocols: list[Path], people: int, seed: int, pools: Path) -> None:
+    """Print the team-formation table of each protocol."""
+    print(f"{people} simulated people per protocol, seed {seed}, paces "
+          f"{', '.join(f'{p:.2f}' for p in PACES)} x the human model's times\n")
+    with tempfile.TemporaryDirectory() as directory:
+        for path in protocols:
+            run = HumanJourneys(path, Path(directory), pools)
+            simulated = population(run, people, seed)
+            share = np.mean([p.person.in_target for p in simulated])
+            print(f"### {path.name}: {share:.1%} in the target team with differing plans\n")
+            print(formation_table(simulated))
+            print(f"\nWhere they ended: {where_they_ended(simulated)}\n", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="robots' plans at human pace, in process")
     parser.add_argument("--participants", type=int, default=400)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--pools", type=Path, default=ROOT / "var" / "pools")
+    parser.add_argument("--formation", nargs="*", type=Path, metavar="PROTOCOL",
+                        help="the team-formation table of these protocols (default: study1 "
+                             "and study2) over paces and rating patterns")
     args = parser.parse_args()
+    if args.formation is not None:
+        formation(args.formation or [PROTOCOLS / "study1.toml", PROTOCOLS / "study2.toml"],
+                  args.participants, args.seed, args.pools)
+        return
     print(f"{args.participants} simulated people per protocol, seed {args.seed}; "
           f"observed ranges {json.dumps(OBSERVED_RANGES)}\n")
     print("| protocol | people | matched | plans differ with the nearest member | plans "

@@ -28,15 +28,15 @@ def teammates(protocol, tmp_path_factory):
 
 
 def test_the_source_indexes_its_members_when_prepared(teammates):
-    assert "_members" not in teammates.__dict__
+    assert "_index" not in teammates.__dict__
     teammates.prepare()
-    teams, members, vectors = teammates.__dict__["_members"]
-    assert len(teams) == len(members) == len(vectors) > 0
+    index = teammates.__dict__["_index"]
+    assert len(index.teams) == len(index.members) == len(index.points) > 0
 
 
 def test_the_live_team_puts_the_participant_in_the_matched_role(teammates):
     c, p = np.array([0.25, 0.8]), np.array([0.3, 0.7])
-    match = teammates.match(c, p)
+    match = teammates.nearest(c, p).match
     team = live_team(match, c, p)
     human = match.participant_human
     assert (team.c[human] == c).all() and (team.p[human] == p).all()
@@ -46,7 +46,7 @@ def test_the_live_team_puts_the_participant_in_the_matched_role(teammates):
 
 def test_a_stored_session_solves_again_to_the_same_policy(protocol, teammates):
     c, p = np.array([0.3, 0.9]), np.array([0.8, 0.2])
-    match = teammates.match(c, p)
+    match = teammates.nearest(c, p).match
     team = live_team(match, c, p)
     for condition in protocol.conditions:
         algorithm = algorithm_for(condition, teammates.fea_bounds)

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from study.model import InvalidInput
+from study.pool.names import COMPARATIVE_ADVANTAGE
+from study.pool.teamtypes import positively_correlated
 
 TIE_SLACK = 1e-12
 
@@ -114,7 +116,8 @@ class MemberIndex:
 
     def __init__(self, c: np.ndarray, p: np.ndarray, eligible: np.ndarray,
                  most_capable: np.ndarray, role: str, description: str, pool: str,
-                 rows: np.ndarray | None = None) -> None:
+                 rows: np.ndarray | None = None,
+                 reading: str = COMPARATIVE_ADVANTAGE) -> None:
         kept = np.flatnonzero(eligible)
         teams = kept if rows is None else np.asarray(rows)[kept]
         c, p = c[kept], p[kept]
@@ -133,6 +136,10 @@ class MemberIndex:
                                            dtype=np.float64)
         self.teammate_c = c[local, 1 - members]
         self.teammate_p = p[local, 1 - members]
+        # For the live-team search (``study.pool.forming``): each teammate's correlation.
+        self.teammate_positive = positively_correlated(self.teammate_c[:, None],
+                                                       self.teammate_p[:, None])[:, 0]
+        self.reading = reading
         self.description, self.pool = description, pool
         self.tree = kd_tree_class()(self.points) if len(teams) else None
 

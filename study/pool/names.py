@@ -14,3 +14,11 @@ TEAM_TYPES = ("mixed", "twins", "negative", "mixed-reversed")
 COMPARATIVE_ADVANTAGE = "comparative-advantage"
 HIGHEST_COEFFICIENT = "highest-coefficient"
 MOST_CAPABLE_READINGS = (COMPARATIVE_ADVANTAGE, HIGHEST_COEFFICIENT)
+
+# How the agent teammate is chosen (MODEL.md, "Forming the team under study"):
+# typed: the nearest member whose live team with the participant meets the teammate filter
+# (and gives the two robots different plans); distinct: the nearest member unless both
+# robots would follow one plan with it; nearest: exactly the paper's Eq. 6.
+TEAMMATE_RULES = ("typed", "distinct", "nearest")
+# What a participant whom no pool member places in the target team meets.
+UNPLACED = ("unmatched", "continue")

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from study.pool.names import COMPARATIVE_ADVANTAGE, MOST_CAPABLE_READINGS, TEAM_TYPES
+from study.pool.names import (
+    COMPARATIVE_ADVANTAGE,
+    MOST_CAPABLE_READINGS,
+    TEAM_TYPES,
+    TEAMMATE_RULES,
+    UNPLACED,
+)
 from study.terms import ALGORITHMS, InvalidInput, validate_kits
 from study.tomlsource import ProtocolError, TomlSource
 
@@ -118,6 +124,8 @@ class TeammateFilter:
 
     criteria: Criteria = field(default_factory=Criteria)
     role: str = "any"
+    rule: str = "typed"
+    unplaced: str = "unmatched"
 
     def describe(self) -> str:
         role = {"any": "any member", "most-capable": "the most capable human",
@@ -125,7 +133,14 @@ class TeammateFilter:
         return f"{self.criteria.describe()}; participant as {role}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.criteria.to_dict(), "role": self.role}
+        return {**self.criteria.to_dict(), "role": self.role, "rule": self.rule,
+                "unplaced": self.unplaced}
+
+    @property
+    def members(self) -> TeammateFilter:
+        """The filter as far as it decides which pool members are indexed (the rule and
+        what happens to the unplaced do not), so every rule shares one member index."""
+        return replace(self, rule="typed", unplaced="unmatched")
 
 
 @dataclass(frozen=True)
@@ -277,8 +292,8 @@ def parse_pool(data: Mapping[str, Any], error: ErrorFactory, name: str = "pool")
                        error)
     _check_overlap(sample_c, accept.c, "c", error)
     _check_overlap(sample_p, accept.p, "p", error)
-    teammate = _teammate(_table(data, "teammate", (*_CRITERIA_KEYS, "role"), error), shape,
-                         error)
+    teammate = _teammate(_table(data, "teammate", (*_CRITERIA_KEYS, "role", "rule", "unplaced"),
+                                error), shape, error)
     for section, criteria in (("accept", accept), ("teammate", teammate.criteria)):
         if criteria.needs_fair_gap and not {"efficient", "fair"} <= set(algorithms):
             raise error(f"pool.{section}.fair_gap_above",
@@ -436,14 +451,19 @@ def _team_types(value: object, where: str, error: ErrorFactory) -> tuple[str, ..
 
 def _teammate(table: Mapping[str, Any], shape: tuple[int, int],
               error: ErrorFactory) -> TeammateFilter:
-    role = table.get("role", "any")
-    if role not in ROLES:
-        raise error("pool.teammate.role", f"{role!r}: expected one of {', '.join(ROLES)}")
+    choices = {"role": ("any", ROLES), "rule": ("typed", TEAMMATE_RULES),
+               "unplaced": ("unmatched", UNPLACED)}
+    values = {}
+    for key, (default, allowed) in choices.items():
+        values[key] = table.get(key, default)
+        if values[key] not in allowed:
+            raise error(f"pool.teammate.{key}",
+                        f"{values[key]!r}: expected one of {', '.join(allowed)}")
     if table and shape[0] != 2:
         raise error("pool.teammate", "teammate matching is defined for two-human teams")
-    criteria = _criteria({k: v for k, v in table.items() if k != "role"}, "pool.teammate",
-                         shape, error)
-    return TeammateFilter(criteria, role)
+    criteria = _criteria({k: v for k, v in table.items() if k not in choices},
+                         "pool.teammate", shape, error)
+    return TeammateFilter(criteria, **values)
 
 
 def _fea(data: Mapping[str, Any], wanted: bool, error: ErrorFactory) -> FeaSettings | None:

@@ -204,6 +204,7 @@ class Pool:
 
     def index(self, teammate: TeammateFilter) -> MemberIndex:
         """The member index of one filter, built on first use and kept."""
+        teammate = teammate.members
         if teammate not in self._indexes:
             if self.spec.humans != 2:
                 raise InvalidInput("pool", str(self.path),
@@ -211,7 +212,8 @@ class Pool:
             rows, c, p, top = self._eligible_members(teammate.criteria)
             self._indexes[teammate] = MemberIndex(
                 c, p, np.ones(len(rows), dtype=bool), top, teammate.role,
-                teammate.describe(), str(self.path), rows=rows)
+                teammate.describe(), str(self.path), rows=rows,
+                reading=self.spec.most_capable_reading)
         return self._indexes[teammate]
 
     def _eligible_members(self, criteria: Criteria) -> tuple[np.ndarray, np.ndarray,

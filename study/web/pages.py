@@ -104,12 +104,15 @@ def teammate_station(protocol: Protocol, storage: Any, row: dict[str, Any]) -> d
     teammate = storage.one("SELECT * FROM teammates WHERE participant_id = ?",
                            (row["participant_id"],))
     speed = rounds.teammate_decorator(protocol, teammate).speed(row["teammate_task_type"])
-    return {"target": rounds.target(protocol, row["teammate_task_type"]),
+    return {"target": rounds.target(protocol, row["teammate_task_type"], row["teammate_theme"]),
             "cookie_seconds": 1.0 / speed}
 
 
 def themes_json(protocol: Protocol) -> list[dict[str, Any]]:
-    cookie_of = {c.theme: c.name for c in protocol.cookies}
+    """The themes as the themes page shows them; which cookie carries each is said only
+    when it is the same for everyone (``fixed``): by rating it is decided afterwards."""
+    fixed = protocol.theme_assignment == "fixed"
+    cookie_of = {c.theme: c.name for c in protocol.cookies} if fixed else {}
     return [{"id": t.id, "name": t.name, "text": t.text, "initials": t.initials,
              "description": t.description, "colour": t.colour, "cookie": cookie_of.get(t.id)}
             for t in protocol.themes]

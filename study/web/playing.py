@@ -67,9 +67,12 @@ class Rounds:
             human = session["participant_human"]
             task, teammate_task = kits[human], kits[1 - human]
             seconds = self.protocol.round_seconds
+        themes = rounds.themes_of(self.protocol, participant)
         round_id = self.storage.insert("rounds", {
             "session_id": session["id"], "participant_id": participant["id"], "number": number,
             "task_type": task, "task_name": TASK_NAMES[task], "teammate_task_type": teammate_task,
+            "theme": themes[task],
+            "teammate_theme": None if teammate_task is None else themes[teammate_task],
             "started_at": now, "deadline": now + seconds, "seconds": seconds,
             "participant_cookies": 0, "teammate_cookies": 0})
         if session["kind"] == "collaborative":
@@ -116,7 +119,7 @@ class Rounds:
         since = now - (previous["at"] or row["started_at"])  # type: ignore[index]
         if since < self.protocol.min_cookie_seconds:
             raise Rejected("too-fast", f"{since:.3f} s after the previous cookie")
-        if not matches(rounds.target(self.protocol, row["task_type"]), content):
+        if not matches(rounds.target(self.protocol, row["task_type"], row["theme"]), content):
             raise Rejected("wrong-cookie", "the cookie does not match its target")
         count = row["participant_cookies"] + 1
         self.storage.insert("cookies", {

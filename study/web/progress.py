@@ -112,7 +112,7 @@ class PartialCookies:
         """Store one placed element: the cookie as now decorated, checked on the server."""
         row, content = self._running_round_of(participant, payload, now, "progress")
         round_id = row["id"]
-        placed = placement(rounds.target(self.protocol, row["task_type"]), content)
+        placed = placement(rounds.target(self.protocol, row["task_type"], row["theme"]), content)
         self.storage.insert("progress", {
             "round_id": round_id, "participant_id": participant["id"],
             "cookie": row["participant_cookies"] + 1, "at": now, "placed": placed.placed,

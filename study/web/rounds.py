@@ -6,6 +6,7 @@ restarted server continues exactly where the database says the study is.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -16,12 +17,22 @@ from study.solver import Policy
 from study.web.targets import letters_target, squares_target
 
 
-def target(protocol: Protocol, task_type: int) -> dict[str, Any]:
-    """The finished cookie of a task type, decorated with the theme assigned to it."""
-    theme = protocol.theme_of(task_type)
+def target(protocol: Protocol, task_type: int, theme_id: str | None = None,
+           ) -> dict[str, Any]:
+    """The finished cookie of a task type, decorated with the theme assigned to it: the
+    round's own (``rounds.theme``), else the protocol's (rounds stored before themes were
+    recorded per round)."""
+    theme = protocol.theme_of(task_type) if theme_id is None else protocol.theme(theme_id)
     if TASK_NAMES[task_type] == "letters":
         return {**letters_target(theme.text), "theme": theme.id, "colour": theme.colour}
     return {**squares_target(theme.initials), "theme": theme.id, "colour": theme.colour}
+
+
+def themes_of(protocol: Protocol, participant: dict[str, Any]) -> tuple[str, ...]:
+    """The participant's theme per cookie type, as assigned after the ratings."""
+    if participant.get("themes"):
+        return tuple(json.loads(participant["themes"]))
+    return tuple(cookie.theme for cookie in protocol.cookies)
 
 
 def held_before(allocations: list[dict[str, Any]], humans: int, types: int) -> np.ndarray:

@@ -72,7 +72,8 @@ class PageState:
         state = {"id": row["id"], "number": row["number"], "started_at": row["started_at"],
                  "deadline": row["deadline"], "task_type": row["task_type"],
                  "task_name": row["task_name"], "cookies": row["participant_cookies"],
-                 "target": rounds.target(self.protocol, row["task_type"]), "teammate": None}
+                 "target": rounds.target(self.protocol, row["task_type"], row["theme"]),
+                 "teammate": None}
         if row["teammate_task_type"] is not None:
             now = self.clock()
             times = self._schedule({**row, "session_number": session["number"]})

@@ -85,12 +85,16 @@ class Steps:
             self.storage.insert("answers", {
                 "participant_id": pid, "questionnaire": "preferences", "item": theme.id,
                 "label": theme.name, "value_number": ratings[theme.id], "at": now})
+        themes, rule = self.protocol.assign_themes(ratings)
+        self.storage.update("participants", pid, {"themes": json.dumps(themes),
+                                                  "themes_rule": rule})
         for cookie in self.protocol.cookies:
-            rating = ratings[cookie.theme]
+            theme = themes[cookie.task_type]
             self.storage.insert("measurements", {
                 "participant_id": pid, "kind": "preference", "task_type": cookie.task_type,
-                "task_name": cookie.name, "value": preference_coefficient(rating, points),
-                "theme": cookie.theme, "rating": rating, "at": now})
+                "task_name": cookie.name,
+                "value": preference_coefficient(ratings[theme], points),
+                "theme": theme, "rating": ratings[theme], "at": now})
         self.storage.insert("sessions", {"participant_id": pid, "number": 0, "kind": "practice",
                                          "rounds": len(self.protocol.practice),
                                          "created_at": now})

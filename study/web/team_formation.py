@@ -7,6 +7,7 @@ import itertools
 import json
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,8 @@ from study.solver import Policy
 from study.storage import Storage
 from study.web.progress import PartialCookies, RoundSpeed, round_speed
 from study.web.teammate import (
+    CANDIDATES,
+    Placement,
     TeammateMatch,
     TeammateSource,
     algorithm_for,
@@ -24,8 +27,6 @@ from study.web.teammate import (
     session_row,
 )
 
-# Pool members tried, nearest first, for one whose live team the two robots treat differently.
-CANDIDATES = 500
 # A measured round that downtime cut to less than this share of its length is pooled
 # with the earlier practice round of its cookie type (each over the time the server was up).
 MIN_MEASURED_SHARE = 0.5
@@ -108,9 +109,9 @@ class TeamFormation(PartialCookies):
         return round_speed(self.storage, self._practice_round(practice_id, first)) + measured
 
     def _choose_teammate(self, participant_id: int, now: float) -> None:
-        """Match the participant in the pool, record ``d`` and solve both sessions: the
-        nearest member whose live team gives the two robots different plans
-        (``_distinct_robots``)."""
+        """Measure the participant, place them by the protocol's teammate rule, record the
+        placement and solve both sessions (``docs/pool.md``, "Forming the team under
+        study")."""
         from study.pool import NoEligibleTeam
 
         c = self._measure_capabilities(participant_id, now)
@@ -123,54 +124,98 @@ class TeamFormation(PartialCookies):
         conditions = [self.protocol.condition(condition_id) for condition_id
                       in json.loads(participant["condition_order"])]  # type: ignore[index]
         try:
-            match, skipped, sessions = self._distinct_robots(c, p, conditions)
+            placed = self._place(c, p, conditions)
         except NoEligibleTeam:
+            placed = None
+        if placed is None:
             self._advance(participant_id, "unmatched", now)
             return
-        self.storage.insert("teammates", {
-            "participant_id": participant_id, "pool": self.teammates.name,
-            "pool_team": int(match.team_index), "participant_human": int(match.participant_human),
-            "distance": float(match.distance), "skipped": skipped,
-            **{f"c_{name}": float(match.teammate_c[j]) for j, name in enumerate(TASK_NAMES)},
-            **{f"p_{name}": float(match.teammate_p[j]) for j, name in enumerate(TASK_NAMES)},
-            "at": now})
-        for number, (row, policy) in enumerate(sessions, 1):
+        self._record_placement(participant_id, placed, now)
+        for number, (row, policy) in enumerate(placed.sessions, 1):
             session_id = self.storage.insert("sessions", {
                 **row, "participant_id": participant_id, "number": number, "created_at": now})
             self.policies[session_id] = policy
         # Two robots with the same plan leave nothing to compare: flagged for the console
         # and the export (the study's manipulation failed for this participant).
         self.storage.update("participants", participant_id,
-                            {"robots_identical": int(not _plans_differ(sessions))})
+                            {"robots_identical": int(not _plans_differ(placed.sessions))})
         self._advance(participant_id, "teammate", now)
 
-    def _distinct_robots(self, c: np.ndarray, p: np.ndarray, conditions: list[Condition],
-                         ) -> tuple[TeammateMatch, int, list[tuple[dict[str, Any], Policy]]]:
-        """The nearest pool member (MODEL.md) unless the two robots would follow the same
-        plan with it; then the nearest of the next ``CANDIDATES`` members with which they
-        differ, if any. Returns the match, how many nearer members were skipped, and the
-        sessions' rows and policies."""
-        nearest = self.teammates.match(c, p)
-        sessions = self._live_sessions(nearest, c, p, conditions)
-        if _plans_differ(sessions):
-            return nearest, 0, sessions
-        ranked = itertools.islice(self.teammates.ranked(c, p), CANDIDATES)
-        for skipped, candidate in enumerate(ranked):
-            if (candidate.team_index, candidate.participant_human) == (
-                    nearest.team_index, nearest.participant_human):
-                continue
-            tried = self._live_sessions(candidate, c, p, conditions)
-            if _plans_differ(tried):
-                return candidate, skipped, tried
-        return nearest, 0, sessions
+    def _record_placement(self, participant_id: int, placed: TeamPlacement, now: float) -> None:
+        chosen, nearest = placed.chosen, placed.nearest
+        match = chosen.match
+        self.storage.insert("teammates", {
+            "participant_id": participant_id, "pool": self.teammates.name,
+            "pool_team": int(match.team_index), "participant_human": int(match.participant_human),
+            "distance": float(match.distance), "rule": placed.rule,
+            "nearest_team": int(nearest.match.team_index),
+            "nearest_human": int(nearest.match.participant_human),
+            "nearest_distance": float(nearest.match.distance),
+            "passed_over": chosen.rank, "passed_same_plan": placed.same_plan,
+            "passed_off_target": chosen.rank - placed.same_plan,
+            "live_type": chosen.live_type, "participant_role": chosen.participant_role,
+            "target_met": int(chosen.meets_target),
+            **{f"c_{name}": float(match.teammate_c[j]) for j, name in enumerate(TASK_NAMES)},
+            **{f"p_{name}": float(match.teammate_p[j]) for j, name in enumerate(TASK_NAMES)},
+            "at": now})
+
+    def _place(self, c: np.ndarray, p: np.ndarray,
+               conditions: list[Condition]) -> TeamPlacement | None:
+        """The teammate by the protocol's rule: ``nearest`` (Eq. 6), ``distinct`` (the
+        nearest member with which the two robots differ, else the nearest) or ``typed``
+        (the nearest member whose live team meets the target and with which the robots
+        differ; if none, what ``unplaced`` says: None for the unmatched page, or the
+        ``distinct`` choice, recorded as off target)."""
+        rule = self.teammates.rule
+        nearest = self.teammates.nearest(c, p)
+        if rule == "nearest":
+            return TeamPlacement(rule, nearest, nearest, 0,
+                                 self._live_sessions(nearest.match, c, p, conditions))
+        found = self._first_distinct(c, p, conditions, rule)
+        if found is not None:
+            return TeamPlacement(rule, found[0], nearest, found[1], found[2])
+        if rule == "typed" and self.teammates.unplaced == "unmatched":
+            return None
+        fallback = self._first_distinct(c, p, conditions, "distinct") if rule == "typed" \
+            else None
+        if fallback is not None:
+            return TeamPlacement(rule, fallback[0], nearest, fallback[1], fallback[2])
+        return TeamPlacement(rule, nearest, nearest, 0,
+                             self._live_sessions(nearest.match, c, p, conditions))
+
+    def _first_distinct(self, c: np.ndarray, p: np.ndarray, conditions: list[Condition],
+                        rule: str) -> tuple[Placement, int, list[Session]] | None:
+        """The first of the rule's candidates (at most ``CANDIDATES``) with which the two
+        robots follow different plans, and how many were passed over for one plan."""
+        ranked = itertools.islice(self.teammates.candidates(c, p, rule), CANDIDATES)
+        for same_plan, candidate in enumerate(ranked):
+            sessions = self._live_sessions(candidate.match, c, p, conditions)
+            if _plans_differ(sessions):
+                return candidate, same_plan, sessions
+        return None
 
     def _live_sessions(self, match: TeammateMatch, c: np.ndarray, p: np.ndarray,
-                       conditions: list[Condition]) -> list[tuple[dict[str, Any], Policy]]:
+                       conditions: list[Condition]) -> list[Session]:
         team = live_team(match, c, p)
         return [session_row(self.protocol, condition, team, int(match.participant_human),
                             algorithm_for(condition, self.teammates.fea_bounds))
                 for condition in conditions]
 
 
-def _plans_differ(sessions: list[tuple[dict[str, Any], Policy]]) -> bool:
+Session = tuple[dict[str, Any], Policy]
+
+
+@dataclass(frozen=True)
+class TeamPlacement:
+    """The rule's choice, the Eq. 6 nearest member, how many candidates the rule passed
+    over because both robots would follow one plan, and the solved sessions."""
+
+    rule: str
+    chosen: Placement
+    nearest: Placement
+    same_plan: int
+    sessions: list[Session]
+
+
+def _plans_differ(sessions: list[Session]) -> bool:
     return len({row["plan"] for row, _ in sessions}) > 1

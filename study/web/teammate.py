@@ -32,14 +32,27 @@ class TeammateMatch(Interface):
     distance: float
 
 
+class Placement(Interface):
+    """A pool member as the participant's match and the live team it makes
+    (``study.pool.forming.Candidate``)."""
+
+    match: TeammateMatch
+    rank: int
+    live_type: str
+    participant_role: str
+    meets_target: bool
+
+
 class TeammateSource(Interface):
     """Where teammates come from: a pool, or anything answering the same questions."""
 
     name: str
+    rule: str
+    unplaced: str
 
-    def match(self, c: np.ndarray, p: np.ndarray) -> TeammateMatch: ...
+    def nearest(self, c: np.ndarray, p: np.ndarray) -> Placement: ...
 
-    def ranked(self, c: np.ndarray, p: np.ndarray) -> Iterator[TeammateMatch]: ...
+    def candidates(self, c: np.ndarray, p: np.ndarray, rule: str) -> Iterator[Placement]: ...
 
     @property
     def fea_bounds(self) -> tuple[float, float] | None: ...
@@ -60,54 +73,68 @@ class PoolTeammates:
         path = ensure_pool(protocol.pool_spec(), directory)
         return cls(Pool.load(path), str(path))
 
-    def match(self, c: np.ndarray, p: np.ndarray) -> TeammateMatch:
-        return self.pool.match(c, p)
+    @property
+    def rule(self) -> str:
+        return self.pool.spec.teammate.rule
+
+    @property
+    def unplaced(self) -> str:
+        return self.pool.spec.teammate.unplaced
 
     def prepare(self) -> None:
         """Index the admitted members now (a fifth of a second on a 500,000-team pool), at
         start, rather than inside the first teammate choice's write transaction (the app
         calls this on a source that has it)."""
-        _ = self._members
+        _ = self._index
 
     @cached_property
-    def _members(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Pool rows, member (human index) and ``[c..., p...]`` of every member the
-        protocol's teammate filter admits."""
-        role = self.pool.spec.teammate.role
-        teams = np.flatnonzero(self.pool.eligible())
-        if role == "any":
-            teams, members = np.repeat(teams, 2), np.tile(np.array([0, 1]), len(teams))
-        else:
-            top = self.pool.column("most_capable_human")[teams].astype(np.intp)
-            members = top if role == "most-capable" else 1 - top
-        c, p = self.pool.coefficients
-        return teams, members, np.concatenate([c[teams, members], p[teams, members]], axis=1)
+    def _index(self) -> Any:
+        return self.pool.index(self.pool.spec.teammate)
 
-    def ranked(self, c: np.ndarray, p: np.ndarray) -> Iterator[TeammateMatch]:
-        """Every admitted member, nearest to the participant first (ties to the lowest
-        team, then the lowest human): the candidates after the nearest one."""
-        teams, members, vectors = self._members
-        distances = np.sqrt(((vectors - np.concatenate([c, p])) ** 2).sum(axis=1))
-        pool_c, pool_p = self.pool.coefficients
-        for k in np.lexsort((members, teams, distances)):
-            team, other = int(teams[k]), 1 - int(members[k])
-            yield RankedMatch(team, int(members[k]), pool_c[team, other].copy(),
-                              pool_p[team, other].copy(), float(distances[k]))
+    def nearest(self, c: np.ndarray, p: np.ndarray) -> Placement:
+        """The paper's Eq. 6 member and the live team it makes."""
+        from study.pool import NoEligibleTeam
+        from study.pool.forming import candidate
+
+        if self._index.tree is None:
+            raise NoEligibleTeam(self._index.description, self._index.pool)
+        match = self.pool.match(c, p)
+        position = self._position(match)
+        return candidate(self.pool.spec, self.pool.spec.teammate, self._index, position,
+                         match.distance, 0, c, p)
+
+    def _position(self, match: Any) -> int:
+        """Where a match's member sits in the member index."""
+        index = self._index
+        hits = np.flatnonzero((index.teams == match.team_index)
+                              & (index.members == match.participant_human))
+        return int(hits[0])
+
+    def candidates(self, c: np.ndarray, p: np.ndarray, rule: str) -> Iterator[Placement]:
+        """``typed``: the members whose live team meets the target, nearest first;
+        ``distinct``: every member, nearest first (``CANDIDATES`` of them at most)."""
+        from study.pool.forming import nearest_first, targets
+
+        if rule == "typed":
+            yield from targets(self.pool.spec, self.pool.spec.teammate, self._index, c, p)
+            return
+        from study.pool.forming import candidate
+        from study.pool.match import participant_vector
+
+        index = self._index
+        point = participant_vector(c, p, index.types)
+        positions, distances = nearest_first(index, point, min(len(index), CANDIDATES + 1))
+        for rank, (position, distance) in enumerate(zip(positions, distances, strict=True)):
+            yield candidate(self.pool.spec, self.pool.spec.teammate, index, int(position),
+                            float(distance), rank, c, p)
 
     @property
     def fea_bounds(self) -> tuple[float, float] | None:
         return self.pool.fea_bounds
 
 
-@dataclass(frozen=True)
-class RankedMatch:
-    """One candidate teammate (``TeammateMatch``) from ``PoolTeammates.ranked``."""
-
-    team_index: int
-    participant_human: int
-    teammate_c: np.ndarray
-    teammate_p: np.ndarray
-    distance: float
+# Pool members tried, nearest first, for one whose live team the two robots treat differently.
+CANDIDATES = 500
 
 
 def live_team(match: TeammateMatch, c: np.ndarray, p: np.ndarray) -> Team:
