@@ -1,0 +1,253 @@
+"""Teams by design: the teammate rules against brute force, themes assigned by rating, the
+placement recorded per participant, and a simulated population placed in the target team
+(docs/teams-by-design.md)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from human_journeys import PACES, RATING_PATTERNS, HumanJourneys, population
+
+from study.cli import main as study_main
+from study.pool import Pool, PoolSpec, build_pool
+from study.pool.forming import classify, targets
+from study.pool.match import participant_vector
+from study.pool.names import TEAM_TYPES
+from study.pool.teamtypes import most_capable_human, team_type_codes
+from study.protocol import load_protocol
+from study.web.teammate import PoolTeammates
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTOCOLS = ROOT / "protocols"
+
+
+@pytest.fixture(scope="module")
+def study2_pool(tmp_path_factory):
+    spec = PoolSpec.from_protocol(PROTOCOLS / "study2.toml").with_changes(teams=20_000)
+    path = build_pool(spec, tmp_path_factory.mktemp("s2") / "pool.parquet", progress=False)
+    return Pool.load(path)
+
+
+def brute_force_live(pool: Pool, c: np.ndarray, p: np.ndarray) -> list[tuple[float, int, int]]:
+    """Every eligible member as ``(d, team, human)`` whose live team with the participant is
+    of the target type with the participant in the target role, nearest first, computed
+    member by member with the pool's own team-type functions."""
+    teammate = pool.spec.teammate
+    pc, pp = pool.coefficients
+    top = pool.column("most_capable_human")
+    found = []
+    for team in np.flatnonzero(pool.eligible()):
+        for member in (0, 1):
+            if teammate.role == "most-capable" and top[team] != member:
+                continue
+            live_c, live_p = pc[team].copy(), pp[team].copy()
+            live_c[member], live_p[member] = c, p
+            code = team_type_codes(live_c[None], live_p[None])[0]
+            is_top = most_capable_human(live_c[None])[0] == member
+            if TEAM_TYPES[code] in teammate.criteria.team_types and is_top:
+                d = float(np.sqrt(((pc[team, member] - c) ** 2).sum()
+                                  + ((pp[team, member] - p) ** 2).sum()))
+                found.append((d, int(team), member))
+    return sorted(found)
+
+
+def test_the_typed_search_finds_every_target_member_nearest_first(study2_pool):
+    index = study2_pool.index(study2_pool.spec.teammate)
+    rng = np.random.default_rng(3)
+    for _ in range(6):
+        c = np.array([rng.uniform(0.15, 0.35), rng.uniform(0.5, 0.99)])
+        p = np.array([rng.uniform(0.5, 0.99), rng.uniform(0.01, 0.5)])
+        expected = brute_force_live(study2_pool, c, p)
+        found = list(targets(study2_pool.spec, study2_pool.spec.teammate, index, c, p))
+        assert [(f.match.team_index, f.match.participant_human) for f in found] == [
+            (team, human) for _, team, human in expected]
+        assert [f.match.distance for f in found] == pytest.approx([d for d, _, _ in expected])
+        assert all(f.meets_target and f.live_type == "mixed" for f in found)
+        assert all(f.participant_role == "most-capable" for f in found)
+        # the rank counts every member nearer than the candidate, target or not
+        point = participant_vector(c, p, 2)
+        every = np.sqrt(((index.points - point) ** 2).sum(axis=1))
+        assert [f.rank for f in found[:5]] == [int((every < f.match.distance).sum())
+                                               for f in found[:5]]
+
+
+def test_a_participant_no_member_can_place_gets_no_candidate(study2_pool):
+    """Slower than every teammate on letters relative to squares: never the most capable."""
+    index = study2_pool.index(study2_pool.spec.teammate)
+    c, p = np.array([0.3, 0.5]), np.array([0.9, 0.1])
+    assert list(targets(study2_pool.spec, study2_pool.spec.teammate, index, c, p)) == []
+    assert brute_force_live(study2_pool, c, p) == []
+
+
+def test_the_nearest_rule_is_the_papers_equation_6(study2_pool):
+    """``nearest`` keeps the exact nearest member, and records its live team honestly."""
+    teammates = PoolTeammates(study2_pool, "study2")
+    pc, pp = study2_pool.coefficients
+    top = study2_pool.column("most_capable_human")
+    eligible = np.flatnonzero(study2_pool.eligible())
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        c, p = rng.uniform(0.01, 0.99, 2), rng.uniform(0.01, 0.99, 2)
+        nearest = teammates.nearest(c, p)
+        members = top[eligible].astype(int)
+        d = np.sqrt(((pc[eligible, members] - c) ** 2).sum(1)
+                    + ((pp[eligible, members] - p) ** 2).sum(1))
+        best = int(np.argmin(d))
+        assert (nearest.match.team_index, nearest.match.participant_human) == (
+            int(eligible[best]), int(members[best]))
+        assert nearest.match.distance == pytest.approx(float(d[best]))
+        assert nearest.rank == 0
+        index = study2_pool.index(study2_pool.spec.teammate)
+        position = teammates._position(nearest.match)
+        live = classify(study2_pool.spec, study2_pool.spec.teammate, index,
+                        np.array([position]), c, p)
+        assert nearest.meets_target == bool(live.meets[0])
+
+
+def test_themes_go_by_rating_and_ties_keep_the_protocol_themes():
+    protocol = load_protocol(PROTOCOLS / "study2.toml")
+    assert protocol.assign_themes({"ravens": 2, "steelers": 6}) == (
+        ("steelers", "ravens"), "by-rating")
+    assert protocol.assign_themes({"ravens": 6, "steelers": 2}) == (
+        ("ravens", "steelers"), "by-rating")
+    assert protocol.assign_themes({"ravens": 4, "steelers": 4}) == (
+        ("ravens", "steelers"), "tied")
+    demo = load_protocol(PROTOCOLS / "demo.toml")
+    assert demo.assign_themes({"ravens": 2, "steelers": 6}) == (("ravens", "steelers"), "fixed")
+
+
+def test_practice_and_sessions_show_the_assigned_themes(tmp_path):
+    run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path / "pools")
+    from study.bots.human import Human
+
+    rng = np.random.default_rng(1)
+    person = run.person("themes-1", Human(pace=0.8), rng, {"ravens": 1, "steelers": 7})
+    assert person.target_met == 1
+    participant = run.storage.participant("themes-1")
+    assert json.loads(participant["themes"]) == ["steelers", "ravens"]
+    assert participant["themes_rule"] == "by-rating"
+    rows = run.storage.all("SELECT task_type, theme FROM rounds WHERE participant_id = ?",
+                           (participant["id"],))
+    assert {(row["task_type"], row["theme"]) for row in rows} == {(0, "steelers"),
+                                                                  (1, "ravens")}
+    preferences = run.storage.all("SELECT task_type, theme, rating FROM measurements WHERE "
+                                  "participant_id = ? AND kind = 'preference' ORDER BY "
+                                  "task_type", (participant["id"],))
+    assert [(row["theme"], row["rating"]) for row in preferences] == [("steelers", 7),
+                                                                     ("ravens", 1)]
+    state = run.journey.state("themes-1")
+    assert all(theme.get("cookie") is None for theme in state["page"].get("themes", []))
+
+
+def test_the_placement_is_recorded(tmp_path):
+    run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path / "pools")
+    from study.bots.human import Human
+
+    rng = np.random.default_rng(2)
+    person = run.person("placed-1", Human(pace=1.0), rng, {"ravens": 6, "steelers": 2})
+    participant = run.storage.participant("placed-1")
+    row = run.storage.one("SELECT * FROM teammates WHERE participant_id = ?",
+                          (participant["id"],))
+    assert row["rule"] == "typed"
+    assert (row["live_type"], row["participant_role"], row["target_met"]) == (
+        "mixed", "most-capable", 1)
+    assert row["nearest_distance"] <= row["distance"]
+    assert row["passed_over"] == row["passed_same_plan"] + row["passed_off_target"]
+    assert (row["passed_over"] == 0) == (
+        (row["nearest_team"], row["nearest_human"]) == (row["pool_team"],
+                                                       row["participant_human"]))
+    assert person.plans_differ
+
+
+def test_unplaced_participants_meet_what_the_protocol_declares(tmp_path):
+    from study.bots.human import Human
+
+    slow = Human(pace=2.6)  # slower on letters than any teammate study2's pool holds
+    run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path / "pools")
+    person = run.person("slow-1", slow, np.random.default_rng(4), {"ravens": 6, "steelers": 2})
+    assert person.step == "unmatched" and person.target_met is None
+    text = (PROTOCOLS / "study2.toml").read_text().replace(
+        'unplaced = "unmatched"', 'unplaced = "continue"')
+    (tmp_path / "cont").mkdir()
+    copy = tmp_path / "cont" / "study2.toml"
+    copy.write_text(text)
+    run = HumanJourneys(copy, tmp_path / "cont", tmp_path / "pools")
+    person = run.person("slow-2", slow, np.random.default_rng(4), {"ravens": 6, "steelers": 2})
+    assert person.step == "teammate" and person.target_met == 0
+    assert person.live_type is not None
+
+
+def write_protocol(tmp_path: Path, name: str, old: str, new: str) -> Path:
+    path = tmp_path / f"{name}.toml"
+    text = (PROTOCOLS / f"{name}.toml").read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_check_refuses_a_target_team_the_pool_never_forms(tmp_path, capsys):
+    path = write_protocol(tmp_path, "study2", 'team_types = ["mixed"]\nrole',
+                          'team_types = ["mixed-reversed"]\nrole')
+    path.write_text(path.read_text().replace('preferred_on = "squares"',
+                                             'preferred_on = "letters"'))
+    assert study_main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "pool.teammate.team_types" in err and "never occurs" in err and ":" in err
+
+
+def test_check_refuses_themes_assigned_against_the_role(tmp_path, capsys):
+    path = write_protocol(tmp_path, "study2", 'preferred_on = "squares"',
+                          'preferred_on = "letters"')
+    assert study_main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "study.preferred_on" in err and "negatively correlated" in err
+
+
+def test_check_refuses_by_rating_without_preferred_on(tmp_path, capsys):
+    path = write_protocol(tmp_path, "study2", 'preferred_on = "squares"\n', "")
+    assert study_main(["check", str(path)]) == 2
+    assert "study.preferred_on" in capsys.readouterr().err
+
+
+def people_ranges_protocol(tmp_path: Path) -> Path:
+    """study2 with the pool's capability ranges measured from the simulated population
+    (what `study calibrate --ranges` does with a pilot of these people)."""
+    return write_protocol(tmp_path, "study2", "c = [[0.20, 0.32], [0.63, 1.00]]",
+                          "c = [[0.12, 0.50], [0.40, 0.99]]")
+
+
+@pytest.mark.parametrize("name", ["study1", "study2-people-ranges"])
+def test_a_population_of_paces_and_ratings_lands_in_the_target_team(name, tmp_path):
+    """Two simulated people per pace (half to twice the model's times) and rating
+    pattern; each placed in the target team, with two robots that differ."""
+    path = (people_ranges_protocol(tmp_path) if name.startswith("study2")
+            else PROTOCOLS / "study1.toml")
+    run = HumanJourneys(path, tmp_path, tmp_path / "pools")
+    people = population(run, 2 * len(PACES) * len(RATING_PATTERNS), seed=5)
+    placed = np.mean([p.person.in_target for p in people])
+    assert placed >= 0.95, f"{name}: only {placed:.0%} in the target team"
+    assert all(p.person.step in ("teammate", "unmatched") for p in people)
+
+
+def test_the_shipped_study2_places_everyone_but_the_slow_end(tmp_path):
+    """With the paper's ranges, the model's pace and faster always land in the target
+    team; the slowest pace cannot be the most capable human (docs/teams-by-design.md)."""
+    run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path / "pools")
+    people = population(run, len(PACES) * len(RATING_PATTERNS), seed=5)
+    fast = [p for p in people if p.pace <= 1.0]
+    assert all(p.person.in_target for p in fast)
+    assert all(p.person.in_target or p.person.step == "unmatched" for p in people)
+
+
+def test_the_formation_table_command_prints_the_table(tmp_path):
+    import subprocess
+    import sys
+
+    shutil.copy(PROTOCOLS / "demo.toml", tmp_path / "demo.toml")
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "human_journeys.py"),
+                          "--formation", str(tmp_path / "demo.toml"), "--participants", "42",
+                          "--pools", str(tmp_path / "pools")], capture_output=True, text=True,
+                         check=True).stdout
+    assert "| pace (x model times) |" in out and "Where they ended:" in out
