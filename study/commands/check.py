@@ -67,9 +67,11 @@ def summary(protocol: Any) -> list[str]:
         ("practice", _practice(protocol)),
         ("cookies", "; ".join(f"{c.name}: theme {c.theme}, {c.reference_speed:g} cookies/s "
                               "= capability 1" for c in protocol.cookies)),
+        ("themes", _themes(protocol)),
         ("too fast", f"a cookie within {protocol.min_cookie_seconds:g} s of the previous "
                      "one is refused"),
         ("pool", _pool(protocol)),
+        ("teammate", _teammate(protocol)),
         ("solver", _solver(protocol)),
         ("recruitment", _recruitment(protocol.recruitment)),
         ("analysis", _analysis(protocol.analysis)),
@@ -116,6 +118,27 @@ def _pool(protocol: Any) -> str:
     if spec.fea is not None:
         parts.append(f"FEA w {spec.fea.w:g}, bounds [{spec.fea.lo:.3g}, {spec.fea.hi:.3g}]")
     return "; ".join(parts)
+
+
+def _themes(protocol: Any) -> str:
+    if protocol.theme_assignment == "fixed":
+        return "fixed: every participant decorates each cookie with its [cookies] theme"
+    preferred = protocol.cookies[protocol.preferred_on].name
+    return (f"by rating: the theme a participant rates higher goes on {preferred}; equal "
+            "ratings keep the [cookies] themes")
+
+
+def _teammate(protocol: Any) -> str:
+    teammate = protocol.pool_spec().teammate
+    rule = {"typed": "the nearest member whose live team meets the filter and gives the "
+                     "robots different plans",
+            "distinct": "the nearest member with which the robots' plans differ",
+            "nearest": "the nearest member (the paper's Eq. 6)"}[teammate.rule]
+    unplaced = {"unmatched": "the unmatched page",
+                "continue": "the distinct choice, recorded as off target"}[teammate.unplaced]
+    tail = f"; a participant it cannot place gets {unplaced}" if teammate.rule == "typed" \
+        else ""
+    return f"rule {teammate.rule}: {rule}{tail}"
 
 
 def _solver(protocol: Any) -> str:
