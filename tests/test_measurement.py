@@ -349,3 +349,31 @@ def test_robots_that_coincide_with_every_member_are_flagged_in_the_console(app, 
     assert (teammate["pool_team"], teammate["passed_over"]) == (same.team_index, 0)
     live = snapshot(journey.storage, clock.now, lambda code: 0)["participants"][0]
     assert live["robots_identical"] is True
+
+
+class OffTarget(TwoMembers):
+    """No member forms the target team; the protocol lets the participant continue."""
+
+    def candidates(self, c: np.ndarray, p: np.ndarray, rule: str) -> Iterator[Placed]:
+        if rule == "distinct":
+            yield Placed(self.different, 1, "mixed-reversed", "other", False)
+
+
+def test_participants_placed_off_target_are_counted_and_flagged_in_the_console(app, clock):
+    to_practice(app, "off-3")
+    played = play_practice(app, clock, "off-3")
+    journey = study(app)
+    same, different = members_by_plans(journey)
+    journey.teammates = OffTarget(same, different)
+    close(app, clock, played[3])
+    participant = journey.storage.participant("off-3")
+    assert participant["step"] == "teammate"
+    teammate = journey.storage.one("SELECT * FROM teammates WHERE participant_id = ?",
+                                   (participant["id"],))
+    assert (teammate["target_met"], teammate["live_type"]) == (0, "mixed-reversed")
+    assert (teammate["nearest_team"], teammate["pool_team"]) == (same.team_index,
+                                                                 different.team_index)
+    live = snapshot(journey.storage, clock.now, lambda code: 0)
+    assert live["target"] == {"in_target": 0, "off_target": 1, "unmatched": 0}
+    assert live["participants"][0]["team"] == {"type": "mixed-reversed", "role": "other",
+                                               "target_met": False}

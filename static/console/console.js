@@ -93,6 +93,13 @@ function row(participant) {
     same.textContent = " same plan for both robots";
     step.append(same);
   }
+  if (participant.team && !participant.team.target_met) {
+    const off = document.createElement("strong");
+    off.className = "warning";
+    off.title = "The live team is not the team under study (the teammate rule could not place this participant in it).";
+    off.textContent = " off target: " + participant.team.type + ", " + participant.team.role;
+    step.append(off);
+  }
   tr.append(cell(participant.code, "code"), step, cell(status),
             cell(connected, participant.connections > 0 ? "online" : "offline"), cell(place),
             cell(timeLeft(current), "left"), cell(cookies), cell(history(participant), "history"),
@@ -100,8 +107,22 @@ function row(participant) {
   return tr;
 }
 
+function targetLine() {
+  let line = document.getElementById("target-team");
+  if (!line) {
+    line = document.createElement("p");
+    line.id = "target-team";
+    table.closest("table").before(line);
+  }
+  const counts = snapshot.target || {in_target: 0, off_target: 0, unmatched: 0};
+  line.textContent = "In the team under study: " + counts.in_target + " · off target: " +
+    counts.off_target + " · could not be placed (unmatched): " + counts.unmatched;
+  line.className = counts.off_target || counts.unmatched ? "warning" : "";
+}
+
 function draw() {
   table.replaceChildren(...snapshot.participants.map(row));
+  targetLine();
   const unjoined = document.getElementById("unjoined");
   if (unjoined && snapshot.unjoined_messages !== null && snapshot.unjoined_messages !== undefined) {
     unjoined.textContent = "Messages from connections that never joined (counted, not stored): " + snapshot.unjoined_messages;

@@ -21,6 +21,8 @@ def snapshot(storage: Any, now: float, connected: Callable[[str], int]) -> dict[
     rounds = _rounds_by_session(storage)
     allocations = _kits_by_round(storage)
     statuses = _statuses(storage)
+    teams = {row["participant_id"]: row for row in storage.all(
+        "SELECT participant_id, live_type, participant_role, target_met FROM teammates")}
     rows = []
     for participant in participants:
         status = statuses.get(participant["id"], DEFAULT_STATUS)
@@ -32,12 +34,29 @@ def snapshot(storage: Any, now: float, connected: Callable[[str], int]) -> dict[
             "status": status["status"], "flagged": bool(status["flagged"]),
             "note": status.get("note"), "connections": connected(participant["code"]),
             "robots_identical": participant.get("robots_identical") == 1,
+            "team": _team_view(teams.get(participant["id"])),
             "sessions": [_session_view(s, rounds.get(s["id"], []), allocations)
                          for s in sessions.get(participant["id"], [])],
         })
     for row in rows:
         row["current"] = _current_round(row["sessions"])
-    return {"now": now, "participants": rows}
+    return {"now": now, "participants": rows, "target": _target_counts(rows)}
+
+
+def _team_view(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The live team a participant was placed in (None before the teammate is chosen)."""
+    if row is None or row["live_type"] is None:
+        return None
+    return {"type": row["live_type"], "role": row["participant_role"],
+            "target_met": row["target_met"] == 1}
+
+
+def _target_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """How many participants so far are in the team under study, off it, or unplaced."""
+    teams = [row["team"] for row in rows if row["team"] is not None]
+    return {"in_target": sum(team["target_met"] for team in teams),
+            "off_target": sum(not team["target_met"] for team in teams),
+            "unmatched": sum(row["step"] == "unmatched" for row in rows)}
 
 
 DEFAULT_STATUS = {"status": "active", "flagged": 0, "note": None}
