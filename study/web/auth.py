@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from flask import abort, current_app, redirect, request, session, url_for
@@ -78,6 +78,24 @@ def _session_alive(session_id: str) -> bool:
     if now - row["seen_at"] >= SEEN_EVERY:
         storage.update("console_sessions", session_id, {"seen_at": now})  # type: ignore[arg-type]
     return True
+
+
+def current_session() -> str | None:
+    """The server-side id of this request's console session; None without one (demo
+    mode), so a socket can be tied to the session that opened it."""
+    token = session.get(SESSION_SECRET_KEY)
+    return _session_id(token) if password() is not None and isinstance(token, str) else None
+
+
+def ended_sessions(storage: Any, session_ids: Iterable[str | None]) -> set[str]:
+    """Which of these sessions the server no longer holds (logged out, on any process)."""
+    wanted = {sid for sid in session_ids if sid is not None}
+    if not wanted:
+        return set()
+    marks = ", ".join("?" * len(wanted))
+    held = storage.all(f"SELECT id FROM console_sessions WHERE id IN ({marks})",
+                       tuple(wanted))
+    return wanted - {row["id"] for row in held}
 
 
 def log_in(attempt: str, remote_addr: str | None) -> bool:

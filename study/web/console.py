@@ -245,23 +245,27 @@ def export_zip() -> Response:
 
 
 class Pusher:
-    """Sends the snapshot to the ``/console`` namespace when it changed (thread)."""
+    """Sends the snapshot to this process's ``/console`` sockets when it changed (thread);
+    a socket whose session has logged out (on any process) is dropped, never pushed to."""
 
     def __init__(self, app: Flask, socketio: SocketIO, interval: float = PUSH_INTERVAL) -> None:
         self.app = app
         self.socketio = socketio
         self.interval = interval
-        self.viewers = 0
+        self.viewers: dict[str, str | None] = {}  # sid -> console session id
         self.last: str | None = None
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self.run, name="console-pusher", daemon=True)
 
-    def watch(self, delta: int) -> None:
+    def watch(self, sid: str, session_id: str | None) -> None:
         with self.lock:
-            self.viewers = max(0, self.viewers + delta)
-            if delta > 0:
-                self.last = None  # a new viewer gets the next snapshot even if unchanged
+            self.viewers[sid] = session_id
+            self.last = None  # a new viewer gets the next snapshot even if unchanged
+
+    def unwatch(self, sid: str) -> None:
+        with self.lock:
+            self.viewers.pop(sid, None)
 
     def run(self) -> None:
         while not self.stopped.wait(self.interval):
@@ -269,11 +273,18 @@ class Pusher:
                 self.push()
 
     def push(self) -> None:
+        with self.lock:
+            viewers = dict(self.viewers)
+        ended = auth.ended_sessions(self.app.extensions["study"].storage, viewers.values())
         snapshot = current_snapshot(self.app)
         text = json.dumps({**snapshot, "now": None}, sort_keys=True)
-        if text != self.last:
-            self.last = text
-            self.socketio.emit("live", snapshot, namespace=NAMESPACE)
+        changed, self.last = text != self.last, text
+        for sid, session_id in viewers.items():
+            if session_id in ended:
+                self.unwatch(sid)
+                self.socketio.server.disconnect(sid, namespace=NAMESPACE)
+            elif changed:
+                self.socketio.emit("live", snapshot, to=sid, namespace=NAMESPACE)
 
     def stop(self) -> None:
         self.stopped.set()
@@ -286,12 +297,12 @@ def register_namespace(socketio: SocketIO, pusher: Pusher) -> None:
     def on_connect(*_: Any) -> bool:
         if not auth.logged_in():
             return False
-        pusher.watch(+1)
+        pusher.watch(request.sid, auth.current_session())  # type: ignore[attr-defined]
         return True
 
     @socketio.on("disconnect", namespace=NAMESPACE)
     def on_disconnect(*_: Any) -> None:
-        pusher.watch(-1)
+        pusher.unwatch(request.sid)  # type: ignore[attr-defined]
 
     @socketio.on("refresh", namespace=NAMESPACE)
     def on_refresh(*_: Any) -> Any:

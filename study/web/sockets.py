@@ -9,7 +9,10 @@ A join must come from the browser the code is bound to (``study.web.binding``: t
 browser cookie reaches the Socket.IO handshake), and the newest tab of that browser wins.
 Connections that never joined cost nothing but a counter: their messages are answered
 without touching the database, and a connection that sends ``PRE_JOIN_LIMIT`` messages
-without joining, or ``REFUSAL_LIMIT`` refused messages in a row, is disconnected.
+without joining, or ``REFUSAL_LIMIT`` refused messages in a row, is disconnected. Every
+event name counts: one the protocol does not name (and a ``connect`` or ``disconnect``
+the client sends itself) is refused as ``unknown-event`` and stored nowhere, and a join
+refused for another browser is a message of a connection that never joined.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ EVENTS = ("submit", "start_round", "cookie", "progress", "withdraw")
 PRE_JOIN_LIMIT = 10  # messages (joins included) a connection may send before joining
 REFUSAL_LIMIT = 100  # refused messages in a row before a joined connection is dropped
 DROP_DELAY = 0.05  # seconds between the last answer and the disconnect
+NOT_JOINED = "send join with a participant code first"
 ELSEWHERE = {
     "other-tab": "this study is open in another tab",
     "other-browser": "this study is open in another browser",
@@ -99,6 +103,25 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
             drop(sid)
         return reply
 
+    def unknown(event: str, sid: str, *_: Any) -> dict[str, Any]:
+        """An event name the socket protocol does not have: refused and counted towards
+        the connection's limits like any message, never stored."""
+        if connections.code(sid) is None:
+            return not_joined(sid, refusal("not-joined", NOT_JOINED))
+        reply = refusal("unknown-event", "the socket protocol has no event of that name")
+        if not connections.answered(sid, reply):
+            drop(sid)
+        return reply
+
+    def sent_by_client(sid: str) -> bool:
+        """Socket.IO hands a client's own ``connect`` or ``disconnect`` event to the same
+        handler as the transport's; only the client's arrives on an established
+        connection (the transport's comes while connecting or disconnecting)."""
+        return bool(socketio.server.manager.is_connected(sid, "/"))
+
+    def on_connect(sid: str, *_: Any) -> dict[str, Any] | None:
+        return unknown("connect", sid) if sent_by_client(sid) else None
+
     @socketio.on("join")
     def on_join(payload: Any = None) -> dict[str, Any]:
         sid = request.sid  # type: ignore[attr-defined]
@@ -117,9 +140,8 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
             return not_joined(sid, refusal("no-cookie", "load the participant page first: "
                                                         "it gives this browser its cookie"))
         displaced = journey.claim(code, browser, sid, processes)
-        if displaced is None:
-            return journey.refuse("join", code, Rejected(
-                "other-browser", ELSEWHERE["other-browser"]), payload, with_state=False)
+        if displaced is None:  # stored nowhere: the code's participant did nothing
+            return not_joined(sid, refusal("other-browser", ELSEWHERE["other-browser"]))
         connections.bind(sid, code)
         join_room(code)
         # Read again once in the room: a round that closed since the first read is either
@@ -131,17 +153,20 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
         return reply
 
     @socketio.on("disconnect")
-    def on_disconnect(*_: Any) -> None:
-        if connections.code(request.sid) is not None:  # type: ignore[attr-defined]
-            processes.disconnected(request.sid)  # type: ignore[attr-defined]
-        connections.drop(request.sid)  # type: ignore[attr-defined]
+    def on_disconnect(*_: Any) -> dict[str, Any] | None:
+        sid = request.sid  # type: ignore[attr-defined]
+        if sent_by_client(sid):
+            return unknown("disconnect", sid)
+        if connections.code(sid) is not None:
+            processes.disconnected(sid)
+        connections.drop(sid)
+        return None
 
     def handler(event: str) -> Any:
         def handle(sid: str, payload: Any = None) -> dict[str, Any]:
             code = connections.code(sid)
             if code is None:
-                return not_joined(sid, refusal("not-joined",
-                                               "send join with a participant code first"))
+                return not_joined(sid, refusal("not-joined", NOT_JOINED))
             if not binding.current(journey.storage, sid, code):
                 connections.drop(sid)
                 return refusal("elsewhere", ELSEWHERE["other-tab"])
@@ -160,4 +185,6 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
     # Flask, whose request context per message cost a tenth of a server's time.
     for event in EVENTS:
         socketio.server.on(event, handler(event))
+    socketio.server.on("*", unknown)
+    socketio.server.on("connect", on_connect)
     return connections
