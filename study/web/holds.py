@@ -16,8 +16,11 @@ from study.web.rejections import Rejected
 
 STATUSES = ("active", "paused", "aborted")
 ACTIONS = ("pause", "resume", "abort", "flag", "unflag", "note")
-# Events a paused participant may still send: finishing a running round, withdrawing.
-ALLOWED_WHEN_PAUSED = ("cookie", "withdraw")
+# Events a paused participant may still send: decorating and finishing a running round
+# (its page stays on the round; the measure leaves the hold out), withdrawing.
+ALLOWED_WHEN_PAUSED = ("cookie", "progress", "withdraw")
+# The console actions that start and end a hold: time held is not decorating time.
+HOLDING, RELEASING = ("pause", "abort"), ("resume",)
 ALLOWED_WHEN_ABORTED = ("withdraw",)
 NOTE_LIMIT = 2000
 
@@ -49,6 +52,32 @@ def status_of(storage: Any, participant_id: int) -> dict[str, Any]:
             raise
         row = None
     return row or {"status": "active", "flagged": 0, "note": None}
+
+
+def held_intervals(storage: Any, participant_id: int, start: float,
+                   end: float) -> list[tuple[float, float]]:
+    """The parts of ``[start, end]`` the experimenter held the participant (paused, or
+    aborted), from the console's log, in time order; none in a database the console never
+    opened."""
+    try:
+        actions = storage.all(
+            "SELECT at, action FROM console_actions WHERE participant_id = ? AND action IN "
+            "('pause', 'resume', 'abort') ORDER BY at, id", (participant_id,))
+    except sqlite3.OperationalError as error:
+        if "no such table" not in str(error):
+            raise
+        return []
+    held, since = [], None
+    for row in actions:
+        if row["action"] in RELEASING and since is not None:
+            held.append((since, row["at"]))
+            since = None
+        elif row["action"] in HOLDING and since is None:
+            since = row["at"]
+    if since is not None:
+        held.append((since, end))
+    return [(max(begin, start), min(stop, end)) for begin, stop in held
+            if stop > start and begin < end]
 
 
 def check_hold(storage: Any, participant: dict[str, Any], event: str) -> None:

@@ -3,7 +3,9 @@ target and stored, so a practice round measures speed continuously (``docs/model
 
 A round's speed counts the cookie left unfinished at the deadline by the fraction of its
 elements placed correctly, so a short round measures the same speed as a long one, and a
-round cut by server downtime is measured over the time the server was up.
+round cut by server downtime is measured over the time the server was up. Time the
+experimenter held the participant (a console pause) is not decorating time: the round is
+measured without it and without the work done in it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from study.protocol import Protocol
 from study.storage import Storage
 from study.web import rounds
+from study.web.holds import held_intervals
 from study.web.rejections import Rejected
 
 LETTERS_CONTENT = re.compile(r"^[A-Z0-9]{0,64}$")
@@ -62,18 +65,22 @@ class RoundSpeed:
 
     cookies: int
     fraction: float
-    seconds: float
+    seconds: float  # measured: without the time the participant was held
     cut_by_downtime: bool
+    held_work: float = 0.0  # cookies (and fractions) decorated while held
 
     @property
     def speed(self) -> float:
-        """Cookies per second, the unfinished cookie counted by its fraction."""
-        return (self.cookies + self.fraction) / self.seconds if self.seconds > 0 else 0.0
+        """Cookies per second, the unfinished cookie counted by its fraction, the work done
+        while held left out."""
+        work = self.cookies + self.fraction - self.held_work
+        return work / self.seconds if self.seconds > 0 else 0.0
 
     def __add__(self, other: RoundSpeed) -> RoundSpeed:
         return RoundSpeed(self.cookies + other.cookies, self.fraction + other.fraction,
                           self.seconds + other.seconds,
-                          self.cut_by_downtime or other.cut_by_downtime)
+                          self.cut_by_downtime or other.cut_by_downtime,
+                          self.held_work + other.held_work)
 
 
 def measured_until(round_row: dict[str, Any]) -> tuple[float, bool]:
@@ -85,18 +92,30 @@ def measured_until(round_row: dict[str, Any]) -> tuple[float, bool]:
     return round_row["deadline"], False
 
 
-def round_speed(storage: Storage, round_row: dict[str, Any]) -> RoundSpeed:
-    """Finished cookies plus the unfinished cookie's correct fraction, over the measured
-    seconds (``measured_until``); only what the server received in that time counts."""
-    until, cut = measured_until(round_row)
+def work_at(storage: Storage, round_id: int, at: float) -> tuple[int, float]:
+    """Cookies finished by ``at`` and the correct fraction of the next one at ``at``."""
     cookies = storage.one(
         "SELECT count(*) AS n FROM cookies WHERE round_id = ? AND actor = 'participant' "
-        "AND finished_at <= ?", (round_row["id"], until))["n"]  # type: ignore[index]
+        "AND finished_at <= ?", (round_id, at))["n"]  # type: ignore[index]
     last = storage.one(
         "SELECT fraction FROM progress WHERE round_id = ? AND cookie = ? AND at <= ? "
-        "ORDER BY at DESC, id DESC LIMIT 1", (round_row["id"], cookies + 1, until))
-    fraction = min(1.0, last["fraction"]) if last else 0.0
-    return RoundSpeed(int(cookies), fraction, until - round_row["started_at"], cut)
+        "ORDER BY at DESC, id DESC LIMIT 1", (round_id, cookies + 1, at))
+    return int(cookies), min(1.0, last["fraction"]) if last else 0.0
+
+
+def round_speed(storage: Storage, round_row: dict[str, Any]) -> RoundSpeed:
+    """Finished cookies plus the unfinished cookie's correct fraction, over the measured
+    seconds (``measured_until``); only what the server received in that time counts.
+    Holds (``holds.held_intervals``) are cut out: their seconds, and the work done in them
+    (a paused participant may go on decorating the running round)."""
+    until, cut = measured_until(round_row)
+    start, round_id = round_row["started_at"], round_row["id"]
+    cookies, fraction = work_at(storage, round_id, until)
+    held = held_intervals(storage, round_row["participant_id"], start, until)
+    held_work = sum(sum(work_at(storage, round_id, end)) - sum(work_at(storage, round_id, begin))
+                    for begin, end in held)
+    seconds = until - start - sum(end - begin for begin, end in held)
+    return RoundSpeed(cookies, fraction, seconds, cut, held_work)
 
 
 class PartialCookies:
