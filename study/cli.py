@@ -20,6 +20,8 @@ COMMANDS: dict[str, str] = {
     "pool": "build team pools, summarise them, derive FEA bounds, match teammates",
     "bot": "run simulated participants against a running server",
     "export": "export a study database for analysis",
+    "calibrate": "calibrate a protocol's reference speeds (and ranges, FEA bounds) from a "
+                 "pilot database",
 }
 
 
