@@ -32,6 +32,7 @@ from analysis import (
     simulation,
     tradeoff,
 )
+from analysis.calibration import section as calibration_section
 from analysis.design import AnalysisRules, Design
 from analysis.load import StudyData
 from study.model import Algorithm
@@ -110,6 +111,8 @@ def participant_sections(study: Study, out: Path, options: ReportOptions) -> lis
     """Flow, participants, performance, conditions, questionnaires, the within-subject
     models, fairness over time, the seed metrics and parity, all on the analysis set."""
     sections = [_flow_section(study, out)]
+    calibration = calibration_section(study.data, options.protocol, out)
+    sections += [Section(**calibration)] if calibration else []
     data = study.analysed
     if data.participants.empty:
         return [*sections, Section("Participants", "No participant is in the analysis set.")]

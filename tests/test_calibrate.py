@@ -322,3 +322,30 @@ def test_recalibrating_replaces_the_calibration_block(tmp_path, capsys, pilots):
     old = load_protocol(first).cookies[0].reference_speed
     assert changes[0].startswith(f"cookies.squares.reference_speed: {old!r} -> ")
     assert json.dumps(changes)
+
+
+# --- the report -------------------------------------------------------------------------
+
+
+def test_the_report_shows_the_measures_against_the_ranges_and_their_provenance(
+        tmp_path, capsys, pilots):
+    from analysis.calibration import section
+    from analysis.load import load
+
+    data = load(pilots["fast"].storage.path)
+    part = section(data, STUDY2, tmp_path / "figures")
+    assert part is not None and (tmp_path / "figures" / "calibration.png").is_file()
+    table = part["tables"][0][1].set_index("type")
+    assert table.loc["letters", "clipped_high"] == PILOT, "people this fast clip on letters"
+    assert (table.loc["letters", "target_lo"], table.loc["letters", "target_hi"]) == TARGETS[1]
+    assert table.loc["letters", "reference_speed"] == "0.07"
+    assert "model defaults" in part["text"]
+    off = table.loc["squares", "clipped_or_outside"]
+    assert [w.split(":")[0] for w in part["warnings"]] == [
+        *(["squares"] if off > 0.1 * PILOT else []), "letters"]
+    assert calibrate(capsys, pilots["fast"], tmp_path / "calibrated.toml")[0] == 0
+    part = section(data, tmp_path / "calibrated.toml", tmp_path / "figures")
+    assert "calibrated by `study calibrate` from the pilot study2.sqlite" in part["text"]
+    changes = part["tables"][1][1]
+    assert list(changes["value"]) == ["cookies.squares.reference_speed",
+                                      "cookies.letters.reference_speed"]
