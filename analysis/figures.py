@@ -390,3 +390,24 @@ def power_figure(curves: pd.DataFrame, target: float) -> Figure:
     axis.set_title("Power to detect the difference between two conditions")
     axis.legend(frameon=False, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return figure
+
+
+def live_types_figure(types: pd.DataFrame) -> Figure:
+    """Participants per live team type, each bar split by whether the live team was the
+    target team (``teams.live_types``: type, role, participants, target_met)."""
+    counts = types.groupby("live_type", sort=False)[["participants", "target_met"]].sum()
+    met = counts["target_met"].to_numpy()
+    missed = counts["participants"].to_numpy() - met
+    figure, axis = plt.subplots(figsize=(1.3 * len(counts) + 2.5, 3.4))
+    x = np.arange(len(counts))
+    axis.bar(x, met, color="#2ca02c", label="target met")
+    axis.bar(x, missed, bottom=met, color="#d9d9d9", hatch="//", label="off target",
+             edgecolor=["#d62728" if n else "none" for n in missed])
+    for k, total in enumerate(counts["participants"]):
+        axis.text(k, total, f"{total}", ha="center", va="bottom", fontsize=8)
+    axis.set_xticks(x, counts.index)
+    axis.set_ylabel("participants")
+    axis.set_title("Live teams of the analysed participants")
+    axis.legend(frameon=False, fontsize=8)
+    axis.spines[["top", "right"]].set_visible(False)
+    return figure

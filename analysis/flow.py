@@ -36,6 +36,9 @@ STAGES = ("links created", "opened", "consented", "practised", "session 1", "ses
 STAGE_STEP = {"practised": "teammate", "session 1": "session-1", "session 2": "session-2",
               "done": "done"}
 LOSSES = ("not opened", "declined", "withdrawn", "aborted", "unmatched", "left")
+# Where the teammate rule placed a participant (``teammates.target_met``); an unmatched
+# participant met the unmatched page because no member formed the target team.
+TARGETS = {1: "placed in target team", 0: "placed off target"}
 
 
 @dataclass
@@ -112,6 +115,10 @@ def participant_stages(path: Path) -> pd.DataFrame:
             people = people.merge(status, on="participant_id", how="left")
         else:
             people["status"], people["flagged"] = None, 0
+        if "target_met" in _columns(connection, "teammates"):
+            targets = pd.read_sql_query("SELECT participant_id, target_met FROM teammates",
+                                        connection).set_index("participant_id")["target_met"]
+            people["target"] = people["participant_id"].map(targets.map(TARGETS))
     people["status"] = people["status"].fillna("active")
     people["flagged"] = people["flagged"].fillna(0).astype(int)
     people["consent"] = people["consent"].astype(object).where(people["consent"].notna(), None)
@@ -122,13 +129,23 @@ def participant_stages(path: Path) -> pd.DataFrame:
     return people.drop(columns="furthest")
 
 
+def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
+    """A table's columns (a database from before the target was recorded lacks some)."""
+    return {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+
+
 def flow_table(stages: pd.DataFrame) -> pd.DataFrame:
-    """Per stage: how many reached it, and how many of those went no further, by reason."""
+    """Per stage: how many reached it (and, where the database records it, how many of
+    those were placed in the target team or off it), and how many went no further, by
+    reason."""
     position = stages["stage"].map(STAGES.index)
     rows = []
     for k, stage in enumerate(STAGES):
         stopped = stages[(position == k) & (stages["outcome"] != "done")]
         row = {"stage": stage, "reached": int((position >= k).sum())}
+        if "target" in stages:  # of those who reached the stage, where they were placed
+            row.update({name: int(((position >= k) & stages["target"].eq(name)).sum())
+                        for name in TARGETS.values()})
         row.update({loss: int((stopped["outcome"] == loss).sum()) for loss in LOSSES})
         row["last steps of those who left"] = ", ".join(
             f"{step} {n}" for step, n in stopped.loc[stopped["outcome"] == "left", "step"]

@@ -30,6 +30,7 @@ from analysis import (
     questionnaires,
     sessions,
     simulation,
+    teams,
     tradeoff,
 )
 from analysis.calibration import section as calibration_section
@@ -108,9 +109,10 @@ def prepare(datasets: Sequence[StudyData], options: ReportOptions = ReportOption
 
 
 def participant_sections(study: Study, out: Path, options: ReportOptions) -> list[Section]:
-    """Flow, participants, performance, conditions, questionnaires, the within-subject
-    models, fairness over time, the seed metrics and parity, all on the analysis set."""
-    sections = [_flow_section(study, out)]
+    """Flow, the teams under study, participants, performance, conditions, questionnaires,
+    the within-subject models, fairness over time, the seed metrics and parity, all on the
+    analysis set."""
+    sections = [_flow_section(study, out), _teams_section(study, out)]
     calibration = calibration_section(study.data, options.protocol, out)
     sections += [Section(**calibration)] if calibration else []
     data = study.analysed
@@ -154,6 +156,32 @@ def _flow_section(study: Study, out: Path) -> Section:
         summary = answers.groupby(["answer", "passed"], dropna=False).size().rename(
             "participants").reset_index()
         section.tables.append((f"Manipulation check ({check.label})", summary))
+    return section
+
+
+def _teams_section(study: Study, out: Path) -> Section:
+    """Live team types, target attainment, the teammate rule's counts and the main
+    contrasts without the participants whose Eq. 6 nearest member was passed over."""
+    section = Section("Teams under study")
+    data, analysed = study.data, study.analysed
+    if not teams.recorded(data.teammates):
+        section.text = ("The database predates the record of the team under study (live "
+                        "team type, participant's role, target met, the Eq. 6 nearest "
+                        "member and the members passed over): nothing to show.")
+        return section
+    section.text = teams.summary(study.stages, data.teammates, analysed.teammates)
+    types = teams.live_types(analysed.teammates)
+    section.tables += [("Live team types", types),
+                       ("Target attainment", teams.attainment(study.stages)),
+                       ("Teammate rule", teams.rule_counts(
+                           data.teammates, analysed.teammates["participant_id"]))]
+    section.figures.append(("Live team types", figures.save(
+        figures.live_types_figure(types), out, "live_types")))
+    if not sessions.collaborative(analysed.sessions).empty:
+        section.tables.append(("Main contrasts with and without participants whose nearest "
+                               "member was passed over", teams.sensitivity(
+                                   sessions.session_outcomes(analysed), _likert_answers(study),
+                                   DESIGN_OUTCOMES, analysed.teammates)))
     return section
 
 
