@@ -234,8 +234,10 @@ def formation(protocols: list[Path], people: int, seed: int, pools: Path) -> Non
     print(f"{people} simulated people per protocol, seed {seed}, paces "
           f"{', '.join(f'{p:.2f}' for p in PACES)} x the human model's times\n")
     with tempfile.TemporaryDirectory() as directory:
-        for path in protocols:
-            run = HumanJourneys(path, Path(directory), pools)
+        for number, path in enumerate(protocols):
+            database = Path(directory) / str(number)  # protocols may share a study name
+            database.mkdir()
+            run = HumanJourneys(path, database, pools)
             simulated = population(run, people, seed)
             share = np.mean([p.person.in_target for p in simulated])
             print(f"### {path.name}: {share:.1%} in the target team with differing plans\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,11 +39,12 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 class HumanHands(Participant):
     """A participant whose every move is timed by the human model."""
 
-    def __init__(self, page: Page, human: Human, seed: int) -> None:
+    def __init__(self, page: Page, human: Human, seed: int, protocol: Path = DEMO) -> None:
         super().__init__(page, None)
         self.human = human
         self.rng = np.random.default_rng(seed)
-        self.protocol = load_protocol(DEMO)
+        self.protocol = load_protocol(protocol)
+        self.themes: tuple[str, ...] | None = None  # as assigned after the ratings
 
     def play_human_round(self, step: str) -> int:
         """Start the next round, decorate at the model's pace until just before the
@@ -55,7 +57,9 @@ class HumanHands(Participant):
         round_id, deadline = bakery.get_attribute("data-round"), float(
             bakery.get_attribute("data-deadline"))
         letters = self.page.locator(".round-cookie").count() > 0
-        cookie = target(self.protocol, 1 if letters else 0)
+        task_type = 1 if letters else 0
+        cookie = target(self.protocol, task_type,
+                        self.themes[task_type] if self.themes else None)
         previous: Any = "" if letters else []
         for action in self.human.round_actions(cookie, deadline - started, self.rng):
             time.sleep(max(0.0, started + action.at - time.time()))

@@ -225,7 +225,9 @@
       el("div", { class: "theme-cookie" }, el("span", {}, theme.text)),
       el("h3", {}, theme.name),
       el("p", {}, theme.description),
-      el("p", { class: "theme-cookie-type" }, "Decorated on the " + theme.cookie + " cookies"));
+      // Said only when every participant gets the same themes: assigned by rating, the
+      // cookie a theme goes on is decided after this page.
+      theme.cookie ? el("p", { class: "theme-cookie-type" }, "Decorated on the " + theme.cookie + " cookies") : null);
   }
 
   function viewThemes() {
