@@ -11,14 +11,18 @@ writes their configuration, starts them, and stops them together.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,62 @@ from study.web.collector import ShortCollections
 
 # Connections one gevent worker accepts (gunicorn's default is 1,000).
 WORKER_CONNECTIONS = 10_000
+# A line of a child's output that names why it failed: a Python exception, HAProxy's alert,
+# a port taken by another program.
+CAUSE = re.compile(r"^[\w.]*(Error|Exception)\b|\[ALERT\]|Address already in use")
+
+
+class StartFailed(InvalidInput):
+    """A process of the study that could not start, with the cause it gave."""
+
+    def __init__(self, what: str, cause: str) -> None:
+        self.field, self.value = what, None
+        ValueError.__init__(self, f"{what}: {cause}")
+
+
+class Child(subprocess.Popen):
+    """A process of the study whose error output is passed on (``forward``) and its last
+    lines kept, so a failure can name its cause."""
+
+    def __init__(self, name: str, args: list[str], *, forward: bool = True,
+                 **popen: Any) -> None:
+        popen.setdefault("stderr", subprocess.PIPE)
+        super().__init__(args, text=True, errors="replace", **popen)
+        self.name = name
+        self.lines: deque[str] = deque(maxlen=200)
+        stream = self.stderr if self.stderr is not None else self.stdout
+        self.reader = threading.Thread(target=self._read, args=(stream, forward),
+                                       daemon=True, name=f"output of {name}")
+        self.reader.start()
+
+    def _read(self, stream: Any, forward: bool) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+            if forward:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+
+    def cause(self) -> str:
+        """The last line naming an error, else the last line it wrote."""
+        lines = [line.strip() for line in list(self.lines) if line.strip()]
+        named = [line for line in lines if CAUSE.search(line)]
+        return (named or lines or ["(no output)"])[-1]
+
+    def failed(self, doing: str) -> StartFailed:
+        """The error to stop with once this process has exited while ``doing``."""
+        self.wait(timeout=10)
+        self.reader.join(timeout=10)  # until it has read the last lines
+        return StartFailed(f"{self.name} (pid {self.pid})",
+                           f"exited with {self.returncode} {doing}: {self.cause()}")
+
+
+def prepare_database(database: Path, durability: str) -> None:
+    """Create the database, its tables and its WAL journal once, before any worker opens it:
+    workers opening a fresh file together could race to switch it to WAL ("database is
+    locked"), which SQLite's busy timeout does not cover."""
+    from study.storage import Storage
+
+    Storage(database, durability).close()
 
 
 def ensure_pool_of(protocol: Any, pools: Path) -> Path:
@@ -110,7 +170,7 @@ class Balanced:
     workers: int
     message_queue: str | None = None
     durability: str = "full"
-    children: list[subprocess.Popen] = field(default_factory=list)
+    children: list[Child] = field(default_factory=list)
 
     def run(self) -> int:
         raise_open_file_limit()
@@ -118,17 +178,8 @@ class Balanced:
         stopping: list[int] = []
         signal.signal(signal.SIGTERM, lambda number, _: stopping.append(number))
         try:
-            queue = self.message_queue or self._start_redis(directory)
-            ports = [free_port() for _ in range(self.workers)]
-            # Workers listen on loopback behind HAProxy (``option forwardfor``): the
-            # client's address, which the login limit is kept per, is the forwarded one.
-            env = {**os.environ, "STUDY_TRUST_PROXY": "1",
-                   "STUDY_SECRET_KEY": os.environ.get("STUDY_SECRET_KEY")
-                   or secrets.token_hex(16)}
-            for port in ports:
-                self._start_worker(port, queue, env)
-            for port, worker in zip(ports, self.children[-len(ports):], strict=True):
-                _wait_until_healthy(port, worker)
+            prepare_database(self.database, self.durability)
+            ports = self._start_workers(directory)
             self._start_haproxy(directory, ports)
             return self._wait(stopping)
         except KeyboardInterrupt:
@@ -137,18 +188,35 @@ class Balanced:
             self._stop_all()
             shutil.rmtree(directory, ignore_errors=True)
 
+    def _start_workers(self, directory: Path) -> list[int]:
+        """Start Redis (unless given) and the workers, and wait until every worker
+        answers; returns the workers' ports."""
+        queue = self.message_queue or self._start_redis(directory)
+        ports = [free_port() for _ in range(self.workers)]
+        # Workers listen on loopback behind HAProxy (``option forwardfor``): the client's
+        # address, which the login limit is kept per, is the forwarded one.
+        env = {**os.environ, "STUDY_TRUST_PROXY": "1",
+               "STUDY_SECRET_KEY": os.environ.get("STUDY_SECRET_KEY")
+               or secrets.token_hex(16)}
+        for number, port in enumerate(ports, 1):
+            self._start_worker(number, port, queue, env)
+        for port, worker in zip(ports, self.children[-len(ports):], strict=True):
+            _wait_until_healthy(port, worker)
+        return ports
+
     def _start_redis(self, directory: Path) -> str:
         binary = _need("redis-server")
         port = free_port()
-        self.children.append(subprocess.Popen(
-            [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-             "--appendonly", "no", "--dir", str(directory)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+        self.children.append(Child("redis-server", [
+            binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+            "--appendonly", "no", "--dir", str(directory)], forward=False,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
         _wait_for_port(port, self.children[-1])
         return f"redis://127.0.0.1:{port}/0"
 
-    def _start_worker(self, port: int, queue: str, env: dict[str, str]) -> None:
-        self.children.append(subprocess.Popen(
+    def _start_worker(self, number: int, port: int, queue: str, env: dict[str, str]) -> None:
+        self.children.append(Child(
+            f"server process {number} of {self.workers} (127.0.0.1:{port})",
             [sys.executable, "-m", "study.cli", "serve", str(self.protocol), "--quiet",
              "--host", "127.0.0.1", "--port", str(port), "--db", str(self.database),
              "--pools", str(self.pools), "--message-queue", queue,
@@ -158,7 +226,7 @@ class Balanced:
         binary = _need("haproxy")
         config = directory / "haproxy.cfg"
         config.write_text(haproxy_config(self.host, self.port, ports), encoding="utf-8")
-        self.children.append(subprocess.Popen([binary, "-f", str(config), "-db"]))
+        self.children.append(Child("haproxy", [binary, "-f", str(config), "-db"]))
         _wait_for_port(self.port, self.children[-1], host=self.host)
 
     def _wait(self, stopping: list[int]) -> int:
@@ -171,8 +239,8 @@ class Balanced:
             for child in self.children:
                 if child.poll() is not None and child.pid not in reported:
                     reported.add(child.pid)
-                    print(f"study serve: {Path(str(child.args[0])).name} (pid {child.pid}) "
-                          f"exited with {child.returncode}", file=sys.stderr, flush=True)
+                    print(f"study serve: {child.name} (pid {child.pid}) exited with "
+                          f"{child.returncode}: {child.cause()}", file=sys.stderr, flush=True)
             essential = [c for c in self.children if c not in workers]
             if any(c.poll() is not None for c in essential) or all(
                     w.poll() is not None for w in workers):
@@ -234,8 +302,6 @@ def haproxy_max_connections() -> int:
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -249,7 +315,7 @@ def _need(program: str) -> str:
     return path
 
 
-def _wait_until_healthy(port: int, process: subprocess.Popen, timeout: float = 120.0) -> None:
+def _wait_until_healthy(port: int, process: Child, timeout: float = 120.0) -> None:
     """Until the worker's app answers ``/healthz`` (gunicorn listens before its worker has
     loaded the pool): the balancer then starts with every worker in service."""
     import urllib.error
@@ -258,8 +324,7 @@ def _wait_until_healthy(port: int, process: subprocess.Popen, timeout: float = 1
     give_up = time.monotonic() + timeout
     while time.monotonic() < give_up:
         if process.poll() is not None:
-            raise InvalidInput("--workers", process.args[0],
-                               f"exited with {process.returncode} while starting")
+            raise process.failed("while starting")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as reply:
                 if reply.status == 200:
@@ -267,21 +332,19 @@ def _wait_until_healthy(port: int, process: subprocess.Popen, timeout: float = 1
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.1)
-    raise InvalidInput("--workers", process.args[0], f"not healthy within {timeout} s")
+    raise StartFailed(f"{process.name} (pid {process.pid})",
+                      f"not healthy within {timeout} s")
 
 
-def _wait_for_port(port: int, process: subprocess.Popen, host: str = "127.0.0.1",
+def _wait_for_port(port: int, process: Child, host: str = "127.0.0.1",
                    timeout: float = 30.0) -> None:
-    import socket
-
     give_up = time.monotonic() + timeout
     while time.monotonic() < give_up:
         if process.poll() is not None:
-            raise InvalidInput("--workers", process.args[0],
-                               f"exited with {process.returncode} while starting")
+            raise process.failed(f"while starting on {host}:{port}")
         with socket.socket() as probe:
             if probe.connect_ex((host, port)) == 0:
                 return
         time.sleep(0.05)
-    raise InvalidInput("--workers", process.args[0],
-                       f"did not listen on {host}:{port} within {timeout} s")
+    raise StartFailed(f"{process.name} (pid {process.pid})",
+                      f"did not listen on {host}:{port} within {timeout} s")
