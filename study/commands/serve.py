@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PROTOCOL = Path("protocols/study1.toml")
+# ``study.web.deploy.PORT_RANGE``, spelled out for the help (importing the web app to word
+# the help would slow every command; a test keeps the two equal).
+PORT_RANGE_TEXT = "20000-20999"
 
 
 def console_password_set() -> bool:
@@ -45,6 +48,14 @@ def register(subcommands: argparse._SubParsersAction) -> None:
                         help="Redis URL shared by several server processes on one database "
                              "(or set STUDY_MESSAGE_QUEUE); with --workers N and none given, "
                              "a redis-server is started for the study")
+    parser.add_argument("--worker-ports", type=_port, default=None, metavar="START",
+                        help="with --workers N: the workers listen on 127.0.0.1 ports START "
+                             "to START+N-1; None: the first free ports of "
+                             f"{PORT_RANGE_TEXT}")
+    parser.add_argument("--redis-port", type=_port, default=None, metavar="PORT",
+                        help="with --workers N: the port of the redis-server started for "
+                             f"the study; None: the first free port of {PORT_RANGE_TEXT}")
+    parser.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--durability", choices=("full", "normal"), default="full",
                         help="what an acknowledged message survives: 'full', a power cut "
                              "(each commit waits for the disk); 'normal', a crash of the "
@@ -62,7 +73,30 @@ def _positive(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError("a port is 1 to 65535")
+    return value
+
+
+def check_ports(args: argparse.Namespace) -> None:
+    """Worker and Redis ports only where they are used, and within the port numbers."""
+    from study.terms import InvalidInput
+
+    if args.workers == 1 and (args.worker_ports or args.redis_port):
+        raise InvalidInput("--worker-ports/--redis-port", args.worker_ports or args.redis_port,
+                           "only with --workers N (one process listens on --port)")
+    if args.redis_port and args.message_queue:
+        raise InvalidInput("--redis-port", args.redis_port,
+                           "a Redis is started only without --message-queue")
+    if args.worker_ports and args.worker_ports + args.workers - 1 > 65535:
+        raise InvalidInput("--worker-ports", args.worker_ports,
+                           f"{args.workers} ports from it pass 65535")
+
+
 def run(args: argparse.Namespace) -> int:
+    check_ports(args)
     if args.workers == 1:
         # gunicorn's gevent worker patches the standard library when it starts; patching
         # here, before anything imports ssl or threading, makes that patch complete.
@@ -80,10 +114,11 @@ def run(args: argparse.Namespace) -> int:
     pool = ensure_pool_of(protocol, args.pools)
     if args.workers == 1:
         server = Single(args.protocol, database, args.pools, args.host, args.port,
-                        args.message_queue, args.durability)
+                        args.message_queue, args.durability, args.listen_fd)
     else:
         server = Balanced(args.protocol, database, args.pools, args.host, args.port,
-                          args.workers, args.message_queue, args.durability)
+                          args.workers, args.message_queue, args.durability,
+                          args.worker_ports, args.redis_port)
     if not args.quiet:
         _print_links(protocol, database, pool, args.host, args.port, args.workers,
                      args.durability)

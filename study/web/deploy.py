@@ -10,6 +10,7 @@ writes their configuration, starts them, and stops them together.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import resource
@@ -32,6 +33,10 @@ from study.web.collector import ShortCollections
 
 # Connections one gevent worker accepts (gunicorn's default is 1,000).
 WORKER_CONNECTIONS = 10_000
+WORKER_BACKLOG = 2048  # gunicorn's default
+# Loopback ports of the workers and Redis when none are given: the first free ones of this
+# range, below Linux's ephemeral ports (32768-60999) that outgoing connections take.
+PORT_RANGE = range(20000, 21000)
 # A line of a child's output that names why it failed: a Python exception, HAProxy's alert,
 # a port taken by another program.
 CAUSE = re.compile(r"^[\w.]*(Error|Exception)\b|\[ALERT\]|Address already in use")
@@ -67,6 +72,9 @@ class Child(subprocess.Popen):
                 sys.stderr.write(line)
                 sys.stderr.flush()
 
+    def said(self, text: str) -> bool:
+        return any(text in line for line in list(self.lines))
+
     def cause(self) -> str:
         """The last line naming an error, else the last line it wrote."""
         lines = [line.strip() for line in list(self.lines) if line.strip()]
@@ -88,6 +96,49 @@ def prepare_database(database: Path, durability: str) -> None:
     from study.storage import Storage
 
     Storage(database, durability).close()
+
+
+def hold_ports(count: int, start: int | None = None) -> list[socket.socket]:
+    """Loopback sockets bound for ``count`` workers and handed to them (bind and hold: no
+    other program can take a port between its choice and its use): ``start`` onwards when
+    given, else the first free ports of ``PORT_RANGE``."""
+    candidates = range(start, start + count) if start is not None else PORT_RANGE
+    held: list[socket.socket] = []
+    for port in candidates:
+        try:
+            held.append(_bound(port))
+        except OSError as error:
+            if start is not None or error.errno != errno.EADDRINUSE:
+                _close(held)
+                raise StartFailed(f"--worker-ports {start}" if start is not None
+                                  else "worker port", f"127.0.0.1:{port}: "
+                                  f"{error.strerror}") from error
+        if len(held) == count:
+            return held
+    _close(held)
+    raise StartFailed("worker ports", f"fewer than {count} free ports in "
+                                      f"{PORT_RANGE.start}-{PORT_RANGE.stop - 1}; give "
+                                      "--worker-ports START")
+
+
+def _bound(port: int) -> socket.socket:
+    """A TCP socket listening on 127.0.0.1:``port``, which gunicorn then serves. It listens
+    at once: sockets that only bind may share a port under ``SO_REUSEADDR`` (which lets a
+    restart reuse a port whose old connections linger), listening ones may not."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn's own
+        sock.bind(("127.0.0.1", port))
+        sock.listen(WORKER_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _close(sockets: list[socket.socket]) -> None:
+    for sock in sockets:
+        sock.close()
 
 
 def ensure_pool_of(protocol: Any, pools: Path) -> Path:
@@ -144,10 +195,13 @@ class Single:
     port: int
     message_queue: str | None = None
     durability: str = "full"
+    listen_fd: int | None = None  # a socket bound by ``Balanced`` (bind and hold)
 
     def run(self) -> int:
         raise_open_file_limit()
-        options = {"bind": f"{self.host}:{self.port}", "workers": 1,
+        bind = f"fd://{self.listen_fd}" if self.listen_fd is not None else (
+            f"{self.host}:{self.port}")
+        options = {"bind": bind, "workers": 1,
                    "worker_class": "gevent", "worker_connections": WORKER_CONNECTIONS,
                    "timeout": 30, "graceful_timeout": 5, "keepalive": 5,
                    "loglevel": "warning", "proc_name": f"study-{self.port}"}
@@ -170,6 +224,8 @@ class Balanced:
     workers: int
     message_queue: str | None = None
     durability: str = "full"
+    worker_ports: int | None = None  # the first worker's port; else from PORT_RANGE
+    redis_port: int | None = None  # else from PORT_RANGE
     children: list[Child] = field(default_factory=list)
 
     def run(self) -> int:
@@ -189,38 +245,54 @@ class Balanced:
             shutil.rmtree(directory, ignore_errors=True)
 
     def _start_workers(self, directory: Path) -> list[int]:
-        """Start Redis (unless given) and the workers, and wait until every worker
-        answers; returns the workers' ports."""
-        queue = self.message_queue or self._start_redis(directory)
-        ports = [free_port() for _ in range(self.workers)]
-        # Workers listen on loopback behind HAProxy (``option forwardfor``): the client's
-        # address, which the login limit is kept per, is the forwarded one.
-        env = {**os.environ, "STUDY_TRUST_PROXY": "1",
-               "STUDY_SECRET_KEY": os.environ.get("STUDY_SECRET_KEY")
-               or secrets.token_hex(16)}
-        for number, port in enumerate(ports, 1):
-            self._start_worker(number, port, queue, env)
+        """Bind the workers' ports, start Redis (unless given) and the workers, and wait
+        until every worker answers; returns the workers' ports."""
+        sockets = hold_ports(self.workers, self.worker_ports)
+        ports = [int(sock.getsockname()[1]) for sock in sockets]
+        try:
+            queue = self.message_queue or self._start_redis(directory, set(ports))
+            # Workers listen on loopback behind HAProxy (``option forwardfor``): the
+            # client's address, which the login limit is kept per, is the forwarded one.
+            env = {**os.environ, "STUDY_TRUST_PROXY": "1",
+                   "STUDY_SECRET_KEY": os.environ.get("STUDY_SECRET_KEY")
+                   or secrets.token_hex(16)}
+            for number, sock in enumerate(sockets, 1):
+                self._start_worker(number, sock, queue, env)
+        finally:
+            _close(sockets)  # each worker holds its own copy
         for port, worker in zip(ports, self.children[-len(ports):], strict=True):
             _wait_until_healthy(port, worker)
         return ports
 
-    def _start_redis(self, directory: Path) -> str:
+    def _start_redis(self, directory: Path, taken: set[int]) -> str:
+        """Redis on ``redis_port``, else on the first port of ``PORT_RANGE`` it can bind
+        (another program may take a port first: Redis then says so and the next is tried)."""
         binary = _need("redis-server")
-        port = free_port()
-        self.children.append(Child("redis-server", [
-            binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-            "--appendonly", "no", "--dir", str(directory)], forward=False,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-        _wait_for_port(port, self.children[-1])
-        return f"redis://127.0.0.1:{port}/0"
+        ports = [self.redis_port] if self.redis_port else [
+            port for port in PORT_RANGE if port not in taken]
+        for port in ports:
+            redis = Child("redis-server", [
+                binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+                "--appendonly", "no", "--dir", str(directory)], forward=False,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            self.children.append(redis)
+            if _redis_ready(redis):
+                return f"redis://127.0.0.1:{port}/0"
+            self.children.remove(redis)
+            if self.redis_port or not redis.said("Address already in use"):
+                raise redis.failed(f"while starting on 127.0.0.1:{port}")
+        raise StartFailed("redis-server", f"no free port in {PORT_RANGE.start}-"
+                                          f"{PORT_RANGE.stop - 1}; give --redis-port")
 
-    def _start_worker(self, number: int, port: int, queue: str, env: dict[str, str]) -> None:
+    def _start_worker(self, number: int, sock: socket.socket, queue: str,
+                      env: dict[str, str]) -> None:
+        port = int(sock.getsockname()[1])
         self.children.append(Child(
             f"server process {number} of {self.workers} (127.0.0.1:{port})",
             [sys.executable, "-m", "study.cli", "serve", str(self.protocol), "--quiet",
-             "--host", "127.0.0.1", "--port", str(port), "--db", str(self.database),
-             "--pools", str(self.pools), "--message-queue", queue,
-             "--durability", self.durability], env=env))
+             "--host", "127.0.0.1", "--port", str(port), "--listen-fd", str(sock.fileno()),
+             "--db", str(self.database), "--pools", str(self.pools), "--message-queue",
+             queue, "--durability", self.durability], env=env, pass_fds=(sock.fileno(),)))
 
     def _start_haproxy(self, directory: Path, ports: list[int]) -> None:
         binary = _need("haproxy")
@@ -301,18 +373,24 @@ def haproxy_max_connections() -> int:
     return max(256, min(50_000, (limit - 200) // 2))
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _need(program: str) -> str:
     path = shutil.which(program) or shutil.which(program, path="/usr/sbin:/usr/bin")
     if path is None:
         raise InvalidInput("--workers", program, f"needs Debian's {program} "
                                                   f"(apt-get install {program})")
     return path
+
+
+def _redis_ready(redis: Child, timeout: float = 30.0) -> bool:
+    """Whether Redis came up (it says so), False once it exited."""
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        if redis.said("Ready to accept connections"):
+            return True
+        if redis.poll() is not None:
+            return False
+        time.sleep(0.05)
+    raise StartFailed(f"redis-server (pid {redis.pid})", f"not ready within {timeout} s")
 
 
 def _wait_until_healthy(port: int, process: Child, timeout: float = 120.0) -> None:
