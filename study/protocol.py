@@ -157,6 +157,7 @@ class Protocol:
     pool: PoolSpec = field(repr=False, compare=False)
     recruitment: Recruitment = field(default_factory=Recruitment)
     analysis: AnalysisRules = field(default_factory=AnalysisRules)
+    bonus: schema.Bonus | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -284,6 +285,7 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
         post_questionnaire=_questionnaire(doc.questionnaires.post, scales),
         pool=pool,
         recruitment=_recruitment(doc.recruitment),
+        bonus=doc.bonus,
         analysis=AnalysisRules(tuple(doc.analysis.exclude),
                                doc.analysis.keep_completed_sessions_of_incomplete,
                                doc.analysis.manipulation_check_item,

@@ -307,6 +307,19 @@ class Questionnaires(Strict):
 # --- [recruitment], [analysis] -------------------------------------------------------------
 
 
+class Bonus(Strict):
+    """A performance bonus paid through the recruitment platform (docs/recruitment.md)."""
+
+    per_cookie: float = Field(0.0, ge=0, le=100, description="Paid per cookie the "
+                              "participant finished in the collaborative sessions.")
+    per_team_cookie: float = Field(0.0, ge=0, le=100, description="Paid per cookie the team "
+                                   "(participant and teammate) finished in those sessions.")
+    cap: float | None = Field(None, ge=0, le=10_000, description="The most one participant "
+                                                                 "is paid.")
+    currency: str = Field("GBP", pattern=r"^[A-Z]{3}$", description="ISO 4217 code of the "
+                          "amounts (the recruitment platform's study currency).")
+
+
 class Recruitment(Strict):
     id_parameter: str | None = Field(
         None, pattern=PARAMETER_PATTERN,
@@ -433,6 +446,8 @@ class ProtocolFile(Strict):
     preferences: Preferences
     questionnaires: Questionnaires
     recruitment: Recruitment = Field(default_factory=Recruitment)
+    bonus: Bonus | None = Field(None, description="Performance bonus; `study export --bonus` "
+                                                  "writes the platform's bulk bonus file.")
     analysis: Analysis = Field(default_factory=Analysis)
     pool: PoolSection
     calibration: Calibration | None = Field(
