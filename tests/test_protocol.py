@@ -222,7 +222,7 @@ def test_the_schema_knows_the_pool_section_as_the_pool_reads_it():
     assert set(schema.PoolSection.model_fields) == set(spec._POOL_KEYS)
     assert set(schema.Sample.model_fields) == set(spec._SAMPLE_KEYS)
     assert set(schema.Criteria.model_fields) == set(spec._CRITERIA_KEYS)
-    assert set(schema.Teammate.model_fields) == {*spec._CRITERIA_KEYS, "role"}
+    assert set(schema.Teammate.model_fields) == {*spec._CRITERIA_KEYS, "role", "rule", "unplaced"}
     assert set(schema.Fea.model_fields) == set(spec._FEA_KEYS)
 
 
