@@ -313,18 +313,26 @@ def members_by_plans(journey: Any) -> tuple[Member, Member]:
     return same, different
 
 
-def test_the_teammate_is_the_nearest_member_with_which_the_robots_differ(app, clock):
-    to_practice(app, "apart-1")
-    played = play_practice(app, clock, "apart-1")
+def formed_with(app: Any, clock: FakeClock, code: str,
+                source: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Practice played and the team formed from ``source(same, different)``: the journey,
+    the participant and their teammates row."""
+    to_practice(app, code)
+    played = play_practice(app, clock, code)
     journey = study(app)
-    same, different = members_by_plans(journey)
-    journey.teammates = TwoMembers(same, different)
+    journey.teammates = source(*members_by_plans(journey))
     close(app, clock, played[3])
-    participant = journey.storage.participant("apart-1")
-    assert capabilities(app, "apart-1")[0]["value"] == pytest.approx(
-        measured_like_play_practice(journey)[0][0])
+    participant = journey.storage.participant(code)
     teammate = journey.storage.one("SELECT * FROM teammates WHERE participant_id = ?",
                                    (participant["id"],))
+    return journey, participant, teammate
+
+
+def test_the_teammate_is_the_nearest_member_with_which_the_robots_differ(app, clock):
+    journey, participant, teammate = formed_with(app, clock, "apart-1", TwoMembers)
+    same, different = journey.teammates.same, journey.teammates.different
+    assert capabilities(app, "apart-1")[0]["value"] == pytest.approx(
+        measured_like_play_practice(journey)[0][0])
     assert (teammate["pool_team"], teammate["passed_over"]) == (different.team_index, 1)
     assert (teammate["nearest_team"], teammate["passed_same_plan"]) == (same.team_index, 1)
     assert teammate["distance"] == pytest.approx(different.distance)
@@ -334,19 +342,13 @@ def test_the_teammate_is_the_nearest_member_with_which_the_robots_differ(app, cl
 
 
 def test_robots_that_coincide_with_every_member_are_flagged_in_the_console(app, clock):
-    to_practice(app, "same-2")
-    played = play_practice(app, clock, "same-2")
-    journey = study(app)
-    same, _ = members_by_plans(journey)
-    journey.teammates = TwoMembers(same, same)
-    close(app, clock, played[3])
-    participant = journey.storage.participant("same-2")
+    journey, participant, teammate = formed_with(
+        app, clock, "same-2", lambda same, _: TwoMembers(same, same))
     sessions = journey.storage.all("SELECT plan FROM sessions WHERE participant_id = ? AND "
                                    "number > 0", (participant["id"],))
     assert sessions[0]["plan"] == sessions[1]["plan"] and participant["robots_identical"] == 1
-    teammate = journey.storage.one("SELECT * FROM teammates WHERE participant_id = ?",
-                                   (participant["id"],))
-    assert (teammate["pool_team"], teammate["passed_over"]) == (same.team_index, 0)
+    assert (teammate["pool_team"], teammate["passed_over"]) == (
+        journey.teammates.same.team_index, 0)
     live = snapshot(journey.storage, clock.now, lambda code: 0)["participants"][0]
     assert live["robots_identical"] is True
 
@@ -360,19 +362,11 @@ class OffTarget(TwoMembers):
 
 
 def test_participants_placed_off_target_are_counted_and_flagged_in_the_console(app, clock):
-    to_practice(app, "off-3")
-    played = play_practice(app, clock, "off-3")
-    journey = study(app)
-    same, different = members_by_plans(journey)
-    journey.teammates = OffTarget(same, different)
-    close(app, clock, played[3])
-    participant = journey.storage.participant("off-3")
+    journey, participant, teammate = formed_with(app, clock, "off-3", OffTarget)
     assert participant["step"] == "teammate"
-    teammate = journey.storage.one("SELECT * FROM teammates WHERE participant_id = ?",
-                                   (participant["id"],))
     assert (teammate["target_met"], teammate["live_type"]) == (0, "mixed-reversed")
-    assert (teammate["nearest_team"], teammate["pool_team"]) == (same.team_index,
-                                                                 different.team_index)
+    assert (teammate["nearest_team"], teammate["pool_team"]) == (
+        journey.teammates.same.team_index, journey.teammates.different.team_index)
     live = snapshot(journey.storage, clock.now, lambda code: 0)
     assert live["target"] == {"in_target": 0, "off_target": 1, "unmatched": 0}
     assert live["participants"][0]["team"] == {"type": "mixed-reversed", "role": "other",
