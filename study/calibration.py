@@ -92,8 +92,11 @@ class TypeResult:
         return int(((values <= LOWEST) | (values >= HIGHEST)).sum())
 
     def inside(self, reference: float) -> int:
+        """Pilot participants measured inside the target range (a clipped value is not a
+        measurement, so it is never inside)."""
         values = self.capabilities(reference)
-        return int(((values >= self.target[0]) & (values <= self.target[1])).sum())
+        return int(((values >= self.target[0]) & (values <= self.target[1])
+                    & (values > LOWEST) & (values < HIGHEST)).sum())
 
 
 Change = tuple[str, str, str]  # dotted key, old value, new value (as TOML)
