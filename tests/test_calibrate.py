@@ -146,6 +146,7 @@ def test_the_table_says_what_changed_and_the_block_records_the_pilot(tmp_path, c
     letters = " ".join(lines[3].split())
     assert letters.startswith("letters [0.63, 1] 0.07 -> ")
     assert " 0.99 -> 0.8" in letters and f" {PILOT} -> 0 " in letters, "all clipped before"
+    assert letters.endswith(f" 0 -> {PILOT} of {PILOT}"), "a clipped value is never inside"
     block = tomllib.loads((tmp_path / "calibrated.toml").read_text())["calibration"]
     assert block["participants"] == PILOT and len(block["pilot_sha256"]) == 64
     assert block["first"] == block["last"] == "2025-06-15"
