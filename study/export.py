@@ -91,8 +91,9 @@ CODEBOOK: tuple[Table, ...] = (
                "participant were the same round by round (the manipulation failed; shown in "
                "the console)", allowed="0, 1, empty before the teammate was chosen"),
         Column("recruitment_id", "TEXT", "the recruitment platform's participant id (the "
-               "protocol's id_parameter); erased by a withdrawal or a declined consent",
-               allowed="unique or empty"),
+               "protocol's id_parameter); erased by a withdrawal; a declined consent keeps "
+               "only its hash, so the id finds the declined page again",
+               allowed="unique; sha256:<64 hex digits> after a declined consent; or empty"),
         Column("origin", "TEXT", "how the participant was enrolled",
                allowed="console, open, recruitment"),
         Column("themes", "TEXT", "the theme on each cookie type for this participant, as "

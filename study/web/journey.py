@@ -29,7 +29,7 @@ from study.web.playing import Rounds
 from study.web.processes import Processes
 from study.web.rejections import Rejected
 from study.web.state import PageState
-from study.web.steps import Steps
+from study.web.steps import Steps, declined_mark
 from study.web.team_formation import TeamFormation
 from study.web.teammate import TeammateSource, algorithm_for
 
@@ -117,15 +117,16 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         return value or None
 
     def _find(self, code: str | None, recruitment_id: str | None) -> dict[str, Any] | None:
-        """The participant of the code, else of the recruitment id (when no code is given);
-        a code given but unknown is a new participant, whose recruitment id is set only if
-        no other participant has it."""
+        """The participant of the code, else of the recruitment id (when no code is given),
+        one who declined included (their id is kept as its hash); a code given but unknown
+        is a new participant, whose recruitment id is set only if no other participant has
+        it."""
         if code is not None:
             return self.storage.participant(code)
         if recruitment_id is None:
             return None
-        return self.storage.one("SELECT * FROM participants WHERE recruitment_id = ?",
-                                (recruitment_id,))
+        return self.storage.one("SELECT * FROM participants WHERE recruitment_id IN (?, ?)",
+                                (recruitment_id, declined_mark(recruitment_id)))
 
     def expire_unconsented(self, force: bool = False) -> int:
         """Delete participants who came by an open link or a recruitment id and have not

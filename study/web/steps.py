@@ -8,6 +8,7 @@ final page (``withdraw_with_link``) and the experimenter's console (``withdraw_b
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import deque
 from collections.abc import Callable
@@ -18,6 +19,14 @@ from study.storage import Storage
 from study.web import holds, pages, withdrawal
 from study.web.pages import ROUND_STEPS, STEPS, session_number
 from study.web.rejections import Rejected
+
+
+def declined_mark(recruitment_id: str | None) -> str | None:
+    """What a declined consent keeps of the recruitment id: its hash, so the same id finds
+    the declined participant again (docs/recruitment.md) and the id itself is gone."""
+    if recruitment_id is None:
+        return None
+    return "sha256:" + hashlib.sha256(f"declined:{recruitment_id}".encode()).hexdigest()
 
 
 class Steps:
@@ -76,7 +85,8 @@ class Steps:
             self._advance(participant["id"], "themes", now)
         else:
             self.storage.erase_participant(participant["id"], {
-                "step": "declined", "consent": "declined", "consent_at": now})
+                "step": "declined", "consent": "declined", "consent_at": now,
+                "recruitment_id": declined_mark(participant["recruitment_id"])})
 
     def _preferences(self, pid: int, data: dict[str, Any], now: float) -> None:
         ratings = pages.check_ratings(self.protocol, data)
