@@ -67,6 +67,7 @@ class Config:
     workers: int
     participants: int
     durability: str = "full"  # study serve --durability
+    backup_every: float = 0.0  # study serve --backup-every MINUTES (0: no backups)
 
 
 @dataclass
@@ -125,8 +126,10 @@ class Row:
 
     def markdown(self) -> str:
         c, d = self.cookie_ms, self.drift_ms
+        backups = (f"every {self.config.backup_every * 60:g} s" if self.config.backup_every
+                   else "none")
         return (f"| {self.config.pace} | {self.config.durability} | {self.config.workers} | "
-                f"{self.config.participants} | "
+                f"{self.config.participants} | {backups} | "
                 f"{c[0]:.0f} / {c[1]:.0f} / {c[2]:.0f} ({self.cookies}) | "
                 f"{d[0]:.0f} / {d[1]:.0f} ({self.closings}) | {self.messages_per_second:.0f} | "
                 f"{self.cpu_ms_per_message:.2f} | {self.server_share:.0%} | "
@@ -135,12 +138,12 @@ class Row:
                 f"{'yes' if self.goal_met() else 'no'} |")
 
 
-HEADER = ("| pace | durability | workers | participants | "
+HEADER = ("| pace | durability | workers | participants | backups | "
           "cookie ack p50 / p95 / p99 ms (cookies) | "
           "closing drift p95 / max ms (closings) | messages/s | server CPU ms/message | "
           "server CPU | bots CPU | machine busy | bots' loop lag p95 ms | "
           "acknowledged missing | lock errors | bot errors | goal |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def protocol_for(pace: str, directory: Path) -> Path:
@@ -161,9 +164,11 @@ def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row
     directory.mkdir(parents=True, exist_ok=True)
     protocol = protocol_for(config.pace, directory)
     db, log = directory / "load.sqlite", directory / "serve.log"
+    backups = (("--backup-every", str(config.backup_every), "--backup-dir",
+                str(directory / "backups")) if config.backup_every else ())
     server = ServeProcess(protocol, db, args.pools, log,
                           extra=("--workers", str(config.workers),
-                                 "--durability", config.durability),
+                                 "--durability", config.durability, *backups),
                           env={"STUDY_ENROL_RATE_LIMIT": ONE_ADDRESS_ENROLMENTS})
     server.start(timeout=180)
     start = time.time() + SPAWN_SECONDS
@@ -222,8 +227,8 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
 
 
 def matrix(args: argparse.Namespace) -> list[Config]:
-    configs = [Config("human", w, n, d) for d in args.durability for w in args.workers
-               for n in args.participants]
+    configs = [Config("human", w, n, d, b) for b in args.backup_every
+               for d in args.durability for w in args.workers for n in args.participants]
     return configs + [Config("fast", w, n, d) for d in args.durability
                       for w in args.fast_workers for n in args.fast_participants]
 
@@ -244,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--durability", type=lambda text: text.split(","),
                         default=["full", "normal"],
                         help="study serve --durability values, comma-separated")
+    parser.add_argument("--backup-every", type=lambda text: [float(x) for x in text.split(",")],
+                        default=[0.0], metavar="MINUTES,...",
+                        help="study serve --backup-every values for the human rows, "
+                             "comma-separated (0: no backups)")
     parser.add_argument("--ramp", type=float, default=30.0,
                         help="seconds over which the participants arrive")
     parser.add_argument("--steady", type=float, default=60.0,
@@ -267,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; ramp {args.ramp:g} s, "
               f"window {args.steady:g} s", flush=True)
         for config in matrix(args):
-            name = f"{config.pace}-{config.durability}-{config.workers}w-{config.participants}"
+            name = (f"{config.pace}-{config.durability}-{config.workers}w-"
+                    f"{config.participants}-backup{config.backup_every:g}")
             row = run_config(config, args, base / name)
             rows.append(row)
             print(f"{name}: {row.markdown()}", flush=True)

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "pool": "build team pools, summarise them, derive FEA bounds, match teammates",
     "bot": "run simulated participants against a running server",
     "export": "export a study database for analysis",
+    "backup": "copy a study database while it runs, checked",
     "calibrate": "calibrate a protocol's reference speeds (and ranges, FEA bounds) from a "
                  "pilot database",
 }

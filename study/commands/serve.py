@@ -61,6 +61,13 @@ def register(subcommands: argparse._SubParsersAction) -> None:
                              "(each commit waits for the disk); 'normal', a crash of the "
                              "server but not of the machine, for large online studies "
                              "(commits wait for the operating system only; docs/study-day.md)")
+    parser.add_argument("--backup-every", type=_minutes, default=None, metavar="MINUTES",
+                        help="back up the database every MINUTES while serving (SQLite's "
+                             "online backup API, in a process of its own; `study backup`)")
+    parser.add_argument("--backup-dir", type=Path, default=Path("var/backups"),
+                        help="with --backup-every: where the copies go")
+    parser.add_argument("--backup-keep", type=_positive_count, default=48,
+                        help="with --backup-every: how many copies are kept")
     parser.add_argument("--quiet", action="store_true",
                         help="print no links (a worker behind a balancer)")
     parser.set_defaults(handler=run)
@@ -70,6 +77,20 @@ def _positive(text: str) -> int:
     value = int(text)
     if not 1 <= value <= 64:
         raise argparse.ArgumentTypeError("workers must be 1 to 64")
+    return value
+
+
+def _minutes(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 7 * 24 * 60:
+        raise argparse.ArgumentTypeError("minutes are more than 0 and at most a week")
+    return value
+
+
+def _positive_count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("keep at least 1")
     return value
 
 
@@ -122,7 +143,28 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         _print_links(protocol, database, pool, args.host, args.port, args.workers,
                      args.durability)
-    return server.run()
+    backups = _start_backups(args, database)
+    try:
+        return server.run()
+    finally:
+        if backups is not None:
+            backups.terminate()
+
+
+def _start_backups(args: argparse.Namespace, database: Path) -> Any:
+    """``study backup --every`` as a child that stops with this process (never inside a
+    process that serves participants)."""
+    if args.backup_every is None:
+        return None
+    import subprocess
+    import sys
+
+    if not args.quiet:
+        print(f"  backups: every {args.backup_every:g} min into {args.backup_dir}, the "
+              f"newest {args.backup_keep} kept", flush=True)
+    return subprocess.Popen([sys.executable, "-m", "study.cli", "backup", str(database),
+                             "--every", str(args.backup_every), "--dir", str(args.backup_dir),
+                             "--keep", str(args.backup_keep), "--parent", str(os.getpid())])
 
 
 def _print_links(protocol: Any, database: Path, pool: Path, host: str, port: int,
