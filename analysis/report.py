@@ -139,7 +139,7 @@ def _flow_section(study: Study, out: Path) -> Section:
     unplayed = int(kept["rounds_played"].eq(0).sum())
     recovered = int(kept.loc[kept["kept"], "rounds_recovered"].sum())
     section = Section("Participant flow and the analysis set", (
-        f"{len(study.stages)} participant links; {len(study.chosen.included)} "
+        f"{len(study.stages)} participant links; {len(study.analysed.participants)} "
         f"participants in the analysis set, {analysed} collaborative sessions analysed. "
         f"{study.design.rules.describe()} Not analysed: {unplayed} sessions never played and "
         f"{partial} left before their last round. {recovered} rounds of the analysed "

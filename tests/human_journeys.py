@@ -56,7 +56,7 @@ class Person:
     goals: tuple[str, ...]
     robots_identical: int | None
     distance: float | None
-    skipped: int | None
+    passed_over: int | None
     live_type: str | None = None
     participant_role: str | None = None
     target_met: int | None = None
@@ -70,7 +70,7 @@ class Person:
     @property
     def nearest_differs(self) -> bool:
         """Whether the robots differed with the nearest pool member already."""
-        return self.skipped == 0 and self.plans_differ
+        return self.passed_over == 0 and self.plans_differ
 
     @property
     def plans_differ(self) -> bool:
@@ -221,10 +221,10 @@ def summary(name: str, people: list[Person]) -> str:
     plans = np.mean([p.plans_differ for p in matched])
     goals = np.mean([p.goals_differ for p in matched])
     nearest = np.mean([p.nearest_differs for p in matched])
-    skipped = [p for p in matched if p.skipped]
+    passed = [p for p in matched if p.passed_over]
     return (f"| {name} | {len(people)} | {len(matched)} | {nearest:.1%} | {plans:.1%} | "
             f"{goals:.1%} | {np.mean([p.distance for p in matched]):.3f} | "
-            f"{np.median([p.skipped for p in skipped]) if skipped else 0:g} | "
+            f"{np.median([p.passed_over for p in passed]) if passed else 0:g} | "
             f"{share_in_ranges(values):.1%} | "
             f"{np.median(values[:, 0]):.2f} / {np.median(values[:, 1]):.2f} |")
 
@@ -261,7 +261,7 @@ def main() -> None:
     print(f"{args.participants} simulated people per protocol, seed {args.seed}; "
           f"observed ranges {json.dumps(OBSERVED_RANGES)}\n")
     print("| protocol | people | matched | plans differ with the nearest member | plans "
-          "differ | goals differ | mean d | median members skipped (when any) | coefficients "
+          "differ | goals differ | mean d | median members passed over (when any) | coefficients "
           "in both ranges | median c squares / letters |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as directory:

@@ -22,6 +22,7 @@ from flask import (
     redirect,
     render_template,
     request,
+    send_from_directory,
     url_for,
 )
 
@@ -31,6 +32,7 @@ from study.web.rejections import Rejected
 
 blueprint = Blueprint("participant", __name__)
 MAX_PARAMETERS = 12
+FAVICON_SECONDS = 24 * 3600
 
 
 def journey() -> Journey:
@@ -141,6 +143,13 @@ def withdraw_later_confirmed(token: str) -> tuple[str, int]:
     done = journey().withdraw_with_link(token)
     return render_template("withdraw.html", protocol=journey().protocol, token=token,
                            state="withdrawn" if done else "unknown"), 200 if done else 404
+
+
+@blueprint.get("/favicon.ico")
+def favicon() -> Response:
+    """Browsers ask for ``/favicon.ico`` whatever the page links: the same cookie icon."""
+    return send_from_directory(current_app.static_folder or "static", "favicon.svg",
+                               mimetype="image/svg+xml", max_age=FAVICON_SECONDS)
 
 
 @blueprint.get("/healthz")
