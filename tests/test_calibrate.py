@@ -350,3 +350,21 @@ def test_the_report_shows_the_measures_against_the_ranges_and_their_provenance(
     changes = part["tables"][1][1]
     assert list(changes["value"]) == ["cookies.squares.reference_speed",
                                       "cookies.letters.reference_speed"]
+
+
+def test_values_are_replaced_where_they_are_written_or_added_under_their_table():
+    from study.calibration import set_value
+
+    text = '[pool]\nteams = 10   # few\n\n# the teammate\n[pool.teammate]\nrole = "any"\n'
+    added = set_value(text, "pool.sample.c", "[0.2, 0.3]")
+    assert added == ('[pool]\nteams = 10   # few\n\n[pool.sample]\nc = [0.2, 0.3]\n\n'
+                     '# the teammate\n[pool.teammate]\nrole = "any"\n')
+    assert set_value(added, "pool.sample.p", "[0.1, 0.9]").count("[pool.sample]\np = ") == 1
+    replaced = set_value(text, "pool.teams", "20")
+    assert replaced.splitlines()[1] == "teams = 20   # few"
+    spread = '[pool.sample]\nc = [\n  [0.2, 0.3],  # squares\n  [0.6, 1.0],\n]  # per type\n'
+    assert set_value(spread, "pool.sample.c", "[[0.1, 0.2]]") == (
+        "[pool.sample]\nc = [[0.1, 0.2]]  # per type\n")
+    quoted = '[pool.fea]\nbounds_source = "a # b \\" c"  # note\n'
+    assert set_value(quoted, "pool.fea.bounds_source", '"new"') == (
+        '[pool.fea]\nbounds_source = "new"  # note\n')
