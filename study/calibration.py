@@ -193,8 +193,10 @@ def _left_out(db: sqlite3.Connection, tables: set[str], protocol: Protocol) -> d
     need the sessions after it."""
     reasons: dict[int, str] = {}
     for row in db.execute("SELECT id, step, withdrawn_at, data_consent FROM participants"):
-        if (row["step"] in ("withdrawn", "declined") or row["withdrawn_at"] is not None
-                or row["data_consent"] == "withdrawn"):
+        if row["step"] == "declined":
+            reasons[row["id"]] = "declined"
+        elif (row["step"] == "withdrawn" or row["withdrawn_at"] is not None
+              or row["data_consent"] == "withdrawn"):
             reasons[row["id"]] = "withdrawn"
         elif row["step"] == "aborted":
             reasons[row["id"]] = "aborted"
