@@ -369,16 +369,26 @@ def _target_team_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
 
 def _best_type(sample_c: Any) -> int | None:
     """The task type every sampled human is most capable at, when the pool's capability
-    ranges decide it (one type's range lies wholly above the other's); else None."""
+    ranges decide it (one type's range lies wholly above the other's); else None (also
+    for ranges of another shape, which the pool's own checks refuse)."""
     depth, node = 0, sample_c
     while isinstance(node, list) and node:
         depth, node = depth + 1, node[0]
-    rows = {1: lambda: [[sample_c] * 2], 2: lambda: [sample_c], 3: lambda: sample_c}[depth]()
+    rows = {1: [[sample_c] * 2], 2: [sample_c], 3: sample_c}.get(depth, [])
+    if not rows or not all(_pairs(row) for row in rows):
+        return None
     for task_type in range(2):
         other = 1 - task_type
         if all(row[task_type][0] > row[other][1] for row in rows):
             return task_type
     return None
+
+
+def _pairs(row: Any) -> bool:
+    """Whether ``row`` is two ``[lo, hi]`` intervals of numbers."""
+    return (isinstance(row, list) and len(row) == 2
+            and all(isinstance(pair, list) and len(pair) == 2
+                    and all(isinstance(x, int | float) for x in pair) for pair in row))
 
 
 # --- what the solver needs, counted before anything is built ----------------------------
