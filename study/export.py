@@ -135,8 +135,9 @@ CODEBOOK: tuple[Table, ...] = (
         Column("cookies", "INTEGER", "capability: cookies finished in the measured round",
                units="cookies", allowed=">= 0"),
         Column("seconds", "REAL", "capability: duration of the measured round", units="s"),
-        Column("speed", "REAL", "capability: cookies per second in the measured round",
-               units="cookies/s"),
+        Column("speed", "REAL", "capability: speed in the measured round, in cookies of the "
+               "protocol's [cookies] theme per second (the raw speed, kept also when the "
+               "value is clipped)", units="cookies/s"),
         Column("reference_speed", "REAL",
                "capability: the protocol's speed that counts as capability 1; "
                "value = clip(speed / reference_speed, 0.01, 0.99)", units="cookies/s"),
@@ -147,11 +148,17 @@ CODEBOOK: tuple[Table, ...] = (
                units="scale points", allowed="1..points of the preference scale"),
         Column("fraction", "REAL", "capability: correct fraction of the cookie left "
                "unfinished at the end of the measured time (from `progress`); speed = "
-               "(cookies + fraction) / seconds", allowed="0..1"),
+               "(cookies + fraction) / seconds x theme_scale", allowed="0..1"),
         Column("cut_by_downtime", "INTEGER", "capability: 1 when server downtime cut the "
                "measured round, which is then measured over the time the server was up "
                "(with the type's first practice round added if that was under half the "
                "round)", allowed="0, 1"),
+        Column("theme_scale", "REAL", "capability: elements of the measured round's cookie "
+               "over those of the protocol's [cookies] theme cookie (themes assigned by "
+               "rating differ in length); 1 for the protocol's own theme", allowed="> 0"),
+        Column("clipped", "INTEGER", "capability: 1 when speed / reference_speed fell "
+               "outside (0.01, 0.99), so the value was clipped and is not a measurement",
+               allowed="0, 1"),
         _at(),
     )),
     Table("teammates", "the simulated teammate matched to a participant", (

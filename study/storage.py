@@ -94,7 +94,7 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         {"id": INT, "participant_id": INT, "kind": TEXT, "task_type": INT, "task_name": TEXT,
          "value": REAL, "round_id": INT, "cookies": INT, "seconds": REAL, "speed": REAL,
          "reference_speed": REAL, "theme": TEXT, "rating": INT, "fraction": REAL,
-         "cut_by_downtime": INT, "at": REAL},
+         "cut_by_downtime": INT, "theme_scale": REAL, "clipped": INT, "at": REAL},
         {"participant_id", "kind", "task_type", "value", "at"},
         [("participant_id", "participants"), ("round_id", "rounds")],
         [["participant_id", "kind", "task_type"]]),

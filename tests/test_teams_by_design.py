@@ -251,3 +251,57 @@ def test_the_formation_table_command_prints_the_table(tmp_path):
                           "--pools", str(tmp_path / "pools")], capture_output=True, text=True,
                          check=True).stdout
     assert "| pace (x model times) |" in out and "Where they ended:" in out
+
+
+def letters_measure(run: HumanJourneys, code: str, ratings: dict[str, int]) -> dict:
+    from study.bots.human import Human
+
+    steady = Human(pace=1.0, spread=0.0, slip=0.0)  # every element its mean time
+    run.person(code, steady, np.random.default_rng(6), ratings)
+    pid = run.storage.participant(code)["id"]
+    return run.storage.one("SELECT m.*, r.theme FROM measurements m JOIN rounds r ON "
+                           "r.id = m.round_id WHERE m.participant_id = ? AND "
+                           "m.kind = 'capability' AND m.task_type = 1", (pid,))
+
+
+def test_a_capability_does_not_depend_on_the_theme_its_cookie_carries(tmp_path):
+    """GO RAVENS has 8 letters, GO STEELERS 10: by rating, one person's letters cookie
+    carries either; measured in the protocol's own cookies, the same person measures the
+    same up to the per-cookie take-in, where raw cookie counts differ by a quarter."""
+    run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path / "pools")
+    ravens = letters_measure(run, "theme-r", {"ravens": 1, "steelers": 7})
+    steelers = letters_measure(run, "theme-s", {"ravens": 7, "steelers": 1})
+    assert (ravens["theme"], steelers["theme"]) == ("ravens", "steelers")
+    assert (ravens["theme_scale"], steelers["theme_scale"]) == (pytest.approx(0.8), 1.0)
+    raw = [(m["cookies"] + m["fraction"]) / m["seconds"] for m in (ravens, steelers)]
+    assert raw[0] / raw[1] > 1.15  # the shorter text makes more cookies
+    assert ravens["speed"] == pytest.approx(raw[0] * 0.8)
+    assert ravens["value"] == pytest.approx(steelers["value"], rel=0.06)
+
+
+def test_the_agent_decorates_a_shorter_theme_faster_at_the_same_capability():
+    from study.web.rounds import teammate_decorator
+
+    protocol = load_protocol(PROTOCOLS / "study2.toml")
+    teammate = {"c_squares": 0.25, "c_letters": 0.8}
+    own = teammate_decorator(protocol, teammate, {"teammate_task_type": 1,
+                                                  "teammate_theme": "steelers"})
+    shorter = teammate_decorator(protocol, teammate, {"teammate_task_type": 1,
+                                                      "teammate_theme": "ravens"})
+    assert own.speed(1) == pytest.approx(0.8 * protocol.cookies[1].reference_speed)
+    assert shorter.speed(1) == pytest.approx(own.speed(1) / 0.8)
+
+
+def test_a_clipped_capability_is_flagged_and_keeps_its_raw_speed(tmp_path):
+    from study.bots.human import Human
+
+    run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path / "pools")
+    run.person("fast-1", Human(pace=0.4), np.random.default_rng(1), {"ravens": 6, "steelers": 2})
+    pid = run.storage.participant("fast-1")["id"]
+    rows = run.storage.all("SELECT * FROM measurements WHERE participant_id = ? AND "
+                           "kind = 'capability' ORDER BY task_type", (pid,))
+    letters = rows[1]
+    assert letters["value"] == 0.99 and letters["clipped"] == 1
+    assert letters["speed"] / letters["reference_speed"] > 0.99
+    assert rows[0]["clipped"] == int(not 0.01 < rows[0]["speed"] / rows[0]["reference_speed"]
+                                     < 0.99)

@@ -103,7 +103,7 @@ def teammate_station(protocol: Protocol, storage: Any, row: dict[str, Any]) -> d
     time per cookie (the pace of the cookie it will not finish before the deadline)."""
     teammate = storage.one("SELECT * FROM teammates WHERE participant_id = ?",
                            (row["participant_id"],))
-    speed = rounds.teammate_decorator(protocol, teammate).speed(row["teammate_task_type"])
+    speed = rounds.teammate_decorator(protocol, teammate, row).speed(row["teammate_task_type"])
     return {"target": rounds.target(protocol, row["teammate_task_type"], row["teammate_theme"]),
             "cookie_seconds": 1.0 / speed}
 

@@ -48,9 +48,31 @@ def next_kits(policy: Policy, held: np.ndarray) -> tuple[int, ...]:
     return policy.action(held)
 
 
-def teammate_decorator(protocol: Protocol, teammate: dict[str, Any]) -> Decorator:
+def cookie_elements(protocol: Protocol, task_type: int, theme_id: str | None = None) -> int:
+    """Elements (letters, or boxes) of a cookie of ``task_type`` with the theme."""
+    finished = target(protocol, task_type, theme_id)
+    return len(finished["letters"] if "letters" in finished else finished["cells"])
+
+
+def theme_scale(protocol: Protocol, task_type: int, theme_id: str | None) -> float:
+    """How many of the protocol's own cookies of ``task_type`` (its ``[cookies]`` theme,
+    which the reference speed is in) one cookie with ``theme_id`` is worth: a theme with
+    longer text makes a cookie of more elements. Themes assigned by rating would otherwise
+    make the capability depend on the theme."""
+    if theme_id is None or theme_id == protocol.cookies[task_type].theme:
+        return 1.0
+    return cookie_elements(protocol, task_type, theme_id) / cookie_elements(protocol, task_type)
+
+
+def teammate_decorator(protocol: Protocol, teammate: dict[str, Any],
+                       round_row: dict[str, Any]) -> Decorator:
+    """The agent teammate of a round: its capabilities in the protocol's cookies, its pace
+    in the cookies of the round's theme (``theme_scale``)."""
+    references = [c.reference_speed for c in protocol.cookies]
+    task_type = round_row["teammate_task_type"]
+    references[task_type] /= theme_scale(protocol, task_type, round_row.get("teammate_theme"))
     return Decorator(capability=(teammate["c_squares"], teammate["c_letters"]),
-                     reference_speed=tuple(c.reference_speed for c in protocol.cookies))
+                     reference_speed=tuple(references))
 
 
 def teammate_times(protocol: Protocol, teammate: dict[str, Any], round_row: dict[str, Any],
@@ -58,5 +80,5 @@ def teammate_times(protocol: Protocol, teammate: dict[str, Any], round_row: dict
     """Seconds into the round at which the agent teammate finishes each cookie; seeded by
     participant, session and round so it replays identically after a restart."""
     rng = round_rng(round_row["participant_id"], session_number, round_row["number"])
-    return teammate_decorator(protocol, teammate).cookie_times(
+    return teammate_decorator(protocol, teammate, round_row).cookie_times(
         round_row["teammate_task_type"], round_row["seconds"], rng)

@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from study.decorator import coefficient_from_speed
+from study.decorator import HIGHEST, LOWEST, coefficient_from_speed
 from study.protocol import TASK_NAMES, Condition, Protocol
 from study.solver import Policy
 from study.storage import Storage
+from study.web import rounds
 from study.web.progress import PartialCookies, RoundSpeed, round_speed
 from study.web.teammate import (
     CANDIDATES,
@@ -84,13 +85,17 @@ class TeamFormation(PartialCookies):
             row = self._practice_round(practice["id"], number)
             measured = self._measured_speed(practice["id"], task_type, row)
             reference = self.protocol.cookies[task_type].reference_speed
-            values[task_type] = coefficient_from_speed(measured.speed, reference)
+            # in the protocol's own cookies per second, whichever theme the round carried
+            scale = rounds.theme_scale(self.protocol, task_type, row["theme"])
+            speed = measured.speed * scale
+            values[task_type] = coefficient_from_speed(speed, reference)
             self.storage.insert("measurements", {
                 "participant_id": participant_id, "kind": "capability", "task_type": task_type,
                 "task_name": TASK_NAMES[task_type], "value": values[task_type],
                 "round_id": row["id"], "cookies": measured.cookies,
                 "fraction": measured.fraction, "seconds": measured.seconds,
-                "speed": measured.speed, "reference_speed": reference,
+                "speed": speed, "theme_scale": scale, "reference_speed": reference,
+                "clipped": int(not LOWEST < speed / reference < HIGHEST),
                 "cut_by_downtime": int(measured.cut_by_downtime), "at": now})
         return values
 
