@@ -8,8 +8,13 @@ JSON Schema (published as ``docs/protocol.schema.json``) for editors that check 
 from __future__ import annotations
 
 import argparse
+import re
+import sys
 from pathlib import Path
 from typing import Any
+
+# How ``study pool bounds`` names the teams its bounds came from in ``bounds_source``.
+CITED_DIGEST = re.compile(r"teams digest ([0-9a-f]{8,64})")
 
 
 def register(subcommands: argparse._SubParsersAction) -> None:
@@ -39,7 +44,23 @@ def run(args: argparse.Namespace) -> int:
     for path in args.protocols:
         protocol = load_protocol(path)
         print("\n".join(summary(protocol)))
+        for warning in digest_warnings(protocol):
+            print(f"warning: {path}: {warning}", file=sys.stderr)
     return 0
+
+
+def digest_warnings(protocol: Any) -> list[str]:
+    """A ``bounds_source`` citing teams that the spec no longer builds: its bounds were
+    derived from other teams, so the provenance (and maybe the bounds) is stale."""
+    spec = protocol.pool_spec()
+    if spec.fea is None:
+        return []
+    built = spec.teams_digest()[:16]
+    return [f"[pool.fea] bounds_source cites teams digest {cited}, but this spec's pool "
+            f"has teams digest {built}: the bounds came from other teams; rebuild the pool "
+            f"(`study pool build`) and derive them again (`study pool bounds`)"
+            for cited in CITED_DIGEST.findall(spec.fea.source)
+            if not built.startswith(cited[:16])]
 
 
 def schema_text() -> str:
