@@ -22,12 +22,10 @@ from matplotlib.figure import Figure
 from analysis import figures
 from analysis.design import loaded_protocol
 from analysis.load import StudyData
-from study.calibration import pool_target
+from study.calibration import OFF_SHARE, pool_target
 from study.decorator import HIGHEST, LOWEST
 from study.protocol import TASK_NAMES
 
-# More clipped or out-of-range capabilities than this share calls for a calibration.
-OFF_SHARE = 0.10
 MODEL_DEFAULTS = ("model defaults: the protocol has no [calibration] block, so its reference "
                   "speeds come from the human decorating-speed model (docs/human-model.md), "
                   "not from people")

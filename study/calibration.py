@@ -36,6 +36,9 @@ MIN_PARTICIPANTS = 5
 MARGIN = 0.01
 # Significant digits of a written reference speed.
 DIGITS = 4
+# More clipped or out-of-range capabilities than this share of those measured calls for a
+# calibration (the console's panel and the report's section warn).
+OFF_SHARE = 0.10
 REFERENCE_RULE = (
     "reference speed of a type = geometric mean of the pilot's measured speeds / the middle "
     "of the type's target range, (lo + hi) / 2 with the range cut to [0.01, 0.99]; then moved "

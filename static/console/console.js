@@ -120,9 +120,55 @@ function targetLine() {
   line.className = counts.off_target || counts.unmatched ? "warning" : "";
 }
 
+function percent(value) {
+  return (100 * Math.min(1, Math.max(0, value))).toFixed(2) + "%";
+}
+
+function calibrationType(type) {
+  const line = document.createElement("div");
+  line.className = "calibration-type" + (type.amber ? " amber" : "");
+  const name = document.createElement("strong");
+  name.textContent = type.name;
+  const strip = document.createElement("div");
+  strip.className = "strip";
+  strip.title = "0 to 1; shaded: the target range; red: clipped or outside";
+  if (type.target) {
+    const range = document.createElement("span");
+    range.className = "range";
+    range.style.left = percent(type.target[0]);
+    range.style.width = percent(type.target[1] - type.target[0]);
+    strip.append(range);
+  }
+  for (const point of type.values) {
+    const dot = document.createElement("span");
+    dot.className = "dot" + (point.off ? " off" : "");
+    dot.style.left = percent(point.value);
+    strip.append(dot);
+  }
+  const counts = document.createElement("span");
+  const target = type.target ? "[" + type.target[0] + ", " + type.target[1] + "]" : "none";
+  const share = type.measured ? Math.round(100 * type.off / type.measured) : 0;
+  counts.textContent = type.measured + " measured · target " + target + " · clipped " +
+    type.clipped + " · outside the range " + type.outside + " · " + share + " % clipped or outside";
+  line.append(name, strip, counts);
+  return line;
+}
+
+function calibrationPanel() {
+  const panel = document.getElementById("calibration");
+  if (!panel) return;
+  const calibration = snapshot.calibration || {types: [], amber: false};
+  panel.classList.toggle("amber", calibration.amber);
+  const empty = document.createElement("p");
+  empty.textContent = "No capability measured yet.";
+  const lines = calibration.types.map(calibrationType);
+  document.getElementById("calibration-types").replaceChildren(...(lines.length ? lines : [empty]));
+}
+
 function draw() {
   table.replaceChildren(...snapshot.participants.map(row));
   targetLine();
+  calibrationPanel();
   const unjoined = document.getElementById("unjoined");
   if (unjoined && snapshot.unjoined_messages !== null && snapshot.unjoined_messages !== undefined) {
     unjoined.textContent = "Messages from connections that never joined (counted, not stored): " + snapshot.unjoined_messages;

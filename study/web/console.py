@@ -30,6 +30,7 @@ from flask import (
 )
 from flask_socketio import SocketIO, disconnect
 
+from study.calibration import pool_target
 from study.export import build_export, record_server_run, zip_export
 from study.web import auth, binding, holds, live, security
 from study.web.rejections import Rejected
@@ -102,12 +103,20 @@ def connection_counts(app: Flask) -> Counter[str]:
     return processes.connection_counts() if processes is not None else Counter()
 
 
+def target_ranges(protocol: Any) -> dict[int, tuple[float, float]]:
+    """Per cookie type, the range the pool samples its capability from: the target a
+    measured capability is held against (as ``study calibrate`` and the report hold it)."""
+    return {task_type: pool_target(protocol, task_type)
+            for task_type in range(len(protocol.cookies))}
+
+
 def current_snapshot(app: Flask) -> dict[str, Any]:
     journey = app.extensions["study"]
     counts = connection_counts(app)
     tracked = "connections" in app.extensions
     snapshot = live.snapshot(journey.storage, journey.clock(),
-                             lambda code: counts[code] if tracked else -1)
+                             lambda code: counts[code] if tracked else -1,
+                             target_ranges(journey.protocol))
     # Messages of connections that never joined: only counted, never stored.
     snapshot["unjoined_messages"] = (app.extensions["connections"].unjoined_count.total()
                                      if tracked else None)

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from study.calibration import OFF_SHARE
+from study.decorator import HIGHEST, LOWEST
 
-def snapshot(storage: Any, now: float, connected: Callable[[str], int]) -> dict[str, Any]:
-    """``{"now", "participants": [...]}`` with one entry per participant, newest last."""
+Range = tuple[float, float]
+
+
+def snapshot(storage: Any, now: float, connected: Callable[[str], int],
+             ranges: Mapping[int, Range] | None = None) -> dict[str, Any]:
+    """``{"now", "participants": [...], "target", "calibration"}`` with one entry per
+    participant, newest last; ``ranges`` are the target ranges per cookie type."""
     participants = storage.all("SELECT * FROM participants ORDER BY id")
     sessions = _sessions_by_participant(storage)
     rounds = _rounds_by_session(storage)
@@ -40,7 +47,8 @@ def snapshot(storage: Any, now: float, connected: Callable[[str], int]) -> dict[
         })
     for row in rows:
         row["current"] = _current_round(row["sessions"])
-    return {"now": now, "participants": rows, "target": _target_counts(rows)}
+    return {"now": now, "participants": rows, "target": _target_counts(rows),
+            "calibration": _calibration(storage, ranges or {})}
 
 
 def _team_view(row: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -57,6 +65,42 @@ def _target_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {"in_target": sum(team["target_met"] for team in teams),
             "off_target": sum(not team["target_met"] for team in teams),
             "unmatched": sum(row["step"] == "unmatched" for row in rows)}
+
+
+def _calibration(storage: Any, ranges: Mapping[int, Range]) -> dict[str, Any]:
+    """Each cookie type's measured capabilities so far against its target range: a clipped
+    value is not a measurement, and many clipped or outside values say the reference
+    speed does not fit the people (docs/pilot-to-study.md); ``amber`` when any type has
+    more than ``OFF_SHARE`` of them."""
+    measured: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in storage.all("SELECT * FROM measurements WHERE kind = 'capability' "
+                           "ORDER BY task_type, value"):
+        measured[row["task_type"]].append(row)
+    types = [_calibration_type(task_type, rows, ranges.get(task_type))
+             for task_type, rows in sorted(measured.items())]
+    return {"types": types, "off_share": OFF_SHARE,
+            "amber": any(entry["amber"] for entry in types)}
+
+
+def _clipped(row: dict[str, Any]) -> bool:
+    """The stored flag where the database has it, else read off the value."""
+    if row.get("clipped") is not None:
+        return bool(row["clipped"])
+    return row["value"] <= LOWEST or row["value"] >= HIGHEST
+
+
+def _calibration_type(task_type: int, rows: list[dict[str, Any]],
+                      target: Range | None) -> dict[str, Any]:
+    values = [row["value"] for row in rows]
+    clipped = [_clipped(row) for row in rows]
+    outside = [target is not None and not target[0] <= value <= target[1] for value in values]
+    off = sum(c or o for c, o in zip(clipped, outside, strict=True))
+    return {"task_type": task_type, "name": rows[0]["task_name"],
+            "target": list(target) if target is not None else None,
+            "measured": len(rows), "clipped": sum(clipped), "outside": sum(outside),
+            "off": off, "amber": off > OFF_SHARE * len(rows),
+            "values": [{"value": round(value, 3), "off": c or o}
+                       for value, c, o in zip(values, clipped, outside, strict=True)]}
 
 
 DEFAULT_STATUS = {"status": "active", "flagged": 0, "note": None}
