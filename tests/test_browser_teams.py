@@ -36,8 +36,10 @@ def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     paper = "c = [[0.20, 0.32], [0.63, 1.00]]"
     assert paper in text
     path = tmp_path_factory.mktemp("teams-protocol") / "study2.toml"
+    # 15 s practice rounds: a speed per second measures the same in half the time
     path.write_text(text.replace(paper, "c = [[0.12, 0.50], [0.40, 0.99]]")
-                    .replace("open_enrolment = false", "open_enrolment = true"))
+                    .replace("open_enrolment = false", "open_enrolment = true")
+                    .replace("practice_seconds = 30", "practice_seconds = 15"))
     return path
 
 
