@@ -49,6 +49,13 @@
             if (socket.connected && pending.has(message.msg_id)) attempt(); else resolve(null);
             return;
           }
+          if (reply.reason === "storage-unavailable") {
+            oneMoment(reply, () => {
+              if (socket.connected && pending.has(message.msg_id)) attempt(); else resolve(null);
+            });
+            return;
+          }
+          oneMoment(null);
           pending.delete(message.msg_id);
           if (reply.reason === "elsewhere") { showElsewhere(); resolve(reply); return; }
           if (reply.state) { receive(reply.state); }
@@ -58,6 +65,21 @@
       };
       attempt();
     });
+  }
+
+  // The server could not store a message (its disk is full; docs/socket-protocol.md): no
+  // refusal. The message stays pending and goes again after `retry_after` seconds, and a
+  // calm banner (the server's words) shows until an answer comes through; null hides it.
+  function oneMoment(reply, retry) {
+    let banner = document.getElementById("one-moment");
+    if (!reply) { if (banner) banner.hidden = true; return; }
+    if (!banner) {
+      banner = el("div", { id: "one-moment", class: "one-moment", role: "status" });
+      document.body.append(banner);
+    }
+    banner.textContent = reply.detail;
+    banner.hidden = false;
+    setTimeout(retry, 1000 * (reply.retry_after || 5));
   }
 
   // Refusals the page answers by showing the state that comes with them, not with a toast:
@@ -83,6 +105,8 @@
   // wins (docs/socket-protocol.md): an older tab is told and offers to continue here.
   function join() {
     socket.emit("join", { code: code }, (reply) => {
+      if (reply.reason === "storage-unavailable") { oneMoment(reply, join); return; }
+      oneMoment(null);
       if (!reply.ok) { refusedJoin(reply.reason); return; }
       displaced = false;
       receive(reply.state);
@@ -121,6 +145,41 @@
   }
 
   function serverNow() { return Date.now() / 1000 + offset; }
+
+  // --- resynchronising: the page never depends on a push ----------------------------------
+  // A push can be lost (the servers' message queue away, a push sent while reconnecting).
+  // Every (re)connect joins, and the join answers with the state; besides, a page that waits
+  // on the server asks for the state itself (`sync`): SYNC_GRACE_S after a round's deadline
+  // by the server clock, then every SYNC_EVERY_MS while it still waits (a round not yet
+  // closed, the step's last round over, the experimenter's pause).
+  const SYNC_GRACE_S = 1.5;
+  const SYNC_EVERY_MS = 4000;
+  let waitedOn = null;  // what the page waits on: a new wait starts its own clock
+  let syncAt = 0;       // Date.now() of the next sync while waiting
+
+  function waitingOn() {
+    const round = state && state.round;
+    if (round && round.running) return serverNow() > round.deadline + SYNC_GRACE_S ? "close " + round.id : null;
+    if (state && state.hold === "paused") return "hold";
+    if (round && round.next === null) return "next " + state.step;
+    return null;
+  }
+
+  function watchServer() {
+    const wait = displaced || !socket.connected ? null : waitingOn();
+    if (wait !== waitedOn) {
+      waitedOn = wait;
+      syncAt = Date.now() + (wait && wait.startsWith("close") ? 0 : SYNC_EVERY_MS);
+    }
+    if (!wait || Date.now() < syncAt) return;
+    syncAt = Date.now() + SYNC_EVERY_MS;
+    socket.timeout(ACK_TIMEOUT_MS).emit("sync", {}, (error, reply) => {
+      if (error) return;
+      if (reply.reason === "elsewhere") showElsewhere(); else if (reply.state) receive(reply.state);
+    });
+  }
+
+  setInterval(watchServer, 250);
 
   // --- small helpers ---------------------------------------------------------------------
 

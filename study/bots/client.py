@@ -20,6 +20,8 @@ import socketio
 
 Ack = dict[str, Any]
 State = dict[str, Any]
+# The answer to a message the server could not store (a full disk): send it again later.
+STORAGE_UNAVAILABLE = "storage-unavailable"
 
 
 class ServerGone(RuntimeError):
@@ -118,6 +120,9 @@ class Connection:
         sio.connect(self.base_url, transports=["websocket"], wait_timeout=self.ack_timeout)
         self.sio = sio
         ack = self._send("join", {"code": self.code})
+        if ack.get("reason") == STORAGE_UNAVAILABLE:  # as the page: join again later
+            time.sleep(ack.get("retry_after", 1))
+            raise _Lost("join")
         if not ack.get("ok"):
             raise JoinRefused(ack.get("reason", "?"))
         return self.state or ack["state"]
@@ -206,6 +211,12 @@ class Connection:
         self._remember(ack.get("state"))
         return ack
 
+    def sync(self) -> None:
+        """Ask for the state again (``sync``), as the page does while it waits on a push
+        that may have been lost; a socket gone or silent is left to the caller."""
+        with contextlib.suppress(_Lost):
+            self._send("sync", {})
+
     def request(self, event: str, payload: dict[str, Any], patience: float = 30.0) -> Ack:
         """Send a mutating message until the server answers it, reconnecting as a browser
         would; the same ``msg_id`` is reused so the server applies it at most once."""
@@ -219,6 +230,9 @@ class Connection:
                 self.open(patience)
                 continue
             self._record(event, message, ack, sent_at)
+            if ack.get("reason") == STORAGE_UNAVAILABLE:  # as the page: the same message later
+                time.sleep(ack.get("retry_after", 1))
+                continue
             return ack
 
     def _record(self, event: str, message: dict[str, Any], ack: Ack, sent_at: float) -> None:

@@ -26,6 +26,9 @@ COOKIE_NAMES = ("squares", "letters")
 DEADLINE_MARGIN = 0.1  # a cookie this close to the deadline would arrive too late; skip it
 SPACING_MARGIN = 0.02  # seconds added to the protocol's shortest time between cookies
 REFUSED_PAUSE = 0.5  # seconds a refused bot waits before it looks at its state again
+# As the page: ask for the state this long after a deadline, then this often while waiting.
+SYNC_GRACE = 1.5
+SYNC_SECONDS = 4.0
 # Reference speeds (cookies/s) of the shipped protocols; a bot given the protocol uses its own.
 DEFAULT_REFERENCE_SPEED = (0.4, 0.15)
 
@@ -310,18 +313,29 @@ class Bot:
 
         give_up = time.monotonic() + max(0.0, deadline - self.connection.server_now()) \
             + self.patience
-        while not self.stop() and time.monotonic() < give_up:
-            if self.connection.wait_for(closed, 0.5):
-                return
-            if not self.connection.connected:
-                self.connection.open(self.patience)
-                self.outcome.reconnects += 1
-        if not self.stop():
+        if not self._await(closed, deadline + SYNC_GRACE, give_up) and not self.stop():
             raise TimeoutError(f"round {round_id} was not closed by the server")
 
     def _await_step_change(self, step: str) -> None:
-        if not self.connection.wait_for(lambda s: s["step"] != step, self.patience):
+        if not self._await(lambda s: s["step"] != step,
+                           self.connection.server_now() + SYNC_SECONDS,
+                           time.monotonic() + self.patience) and not self.stop():
             raise TimeoutError(f"step {step} did not move on after its last round")
+
+    def _await(self, ready: Callable[[State], bool], sync_at: float, give_up: float) -> bool:
+        """Wait for a state that is ``ready`` as the page does: reconnect if the socket went
+        away, and from server time ``sync_at`` on ask for the state every ``SYNC_SECONDS``
+        (its push may have been lost)."""
+        while not self.stop() and time.monotonic() < give_up:
+            if self.connection.wait_for(ready, 0.5):
+                return True
+            if not self.connection.connected:
+                self.connection.open(self.patience)
+                self.outcome.reconnects += 1
+            elif self.connection.server_now() >= sync_at:
+                self.connection.sync()
+                sync_at = self.connection.server_now() + SYNC_SECONDS
+        return False
 
 
 def _next_round(current: dict[str, Any] | None) -> int | None:

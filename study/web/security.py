@@ -10,7 +10,8 @@
   ``X-Content-Type-Options: nosniff`` and a same-origin referrer policy (a participant's
   code never leaks to the recruitment platform in a ``Referer``).
 * Rate limits (Flask-Limiter) live in Redis when the processes share a message queue
-  (``MESSAGE_QUEUE``), so they hold across server processes; in memory otherwise.
+  (``MESSAGE_QUEUE``), so they hold across server processes; in memory otherwise, and
+  in each process's memory while Redis is away.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ def init_app(app: Flask) -> None:
     app.session_interface = SessionInterface()
     app.config.setdefault("RATELIMIT_STORAGE_URI", app.config.get("MESSAGE_QUEUE")
                           or "memory://")
+    # Redis away: each process limits on its own until it is back (pages keep loading).
+    app.config.setdefault("RATELIMIT_IN_MEMORY_FALLBACK_ENABLED", True)
     app.config.setdefault("RATELIMIT_KEY_PREFIX", f"study-{app.extensions['study'].protocol.name}")
     limiter.init_app(app)
     app.jinja_env.globals["csp_nonce"] = nonce

@@ -12,25 +12,29 @@ without touching the database, and a connection that sends ``PRE_JOIN_LIMIT`` me
 without joining, or ``REFUSAL_LIMIT`` refused messages in a row, is disconnected. Every
 event name counts: one the protocol does not name (and a ``connect`` or ``disconnect``
 the client sends itself) is refused as ``unknown-event`` and stored nowhere, and a join
-refused for another browser is a message of a connection that never joined.
+refused for another browser is a message of a connection that never joined. A message the
+database cannot take (a full disk) is answered ``storage-unavailable``: no refusal, it counts
+towards no limit, and the page sends it again later.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
 from flask import request
 from flask_socketio import SocketIO, join_room
 
+from study.storage_health import StorageUnavailable
 from study.web import binding
 from study.web.counters import UNJOINED, Counter
 from study.web.inputs import TOO_DEEP
-from study.web.journey import Journey
+from study.web.journey import Journey, unavailable
 from study.web.processes import Processes
 from study.web.rejections import Rejected
 
-EVENTS = ("submit", "start_round", "cookie", "progress", "withdraw")
+EVENTS = ("submit", "start_round", "cookie", "progress", "withdraw", "sync")
 PRE_JOIN_LIMIT = 10  # messages (joins included) a connection may send before joining
 REFUSAL_LIMIT = 100  # refused messages in a row before a joined connection is dropped
 DROP_DELAY = 0.05  # seconds between the last answer and the disconnect
@@ -75,7 +79,10 @@ class Connections:
             return self.unjoined[sid] <= PRE_JOIN_LIMIT
 
     def answered(self, sid: str, reply: dict[str, Any]) -> bool:
-        """Count refusals in a row; False once a connection passes ``REFUSAL_LIMIT``."""
+        """Count refusals in a row; False once a connection passes ``REFUSAL_LIMIT``. A
+        message the database could not take is no refusal and counts for nothing."""
+        if reply.get("reason") == "storage-unavailable":
+            return True
         with self.lock:
             self.refused[sid] = 0 if reply.get("ok") else self.refused.get(sid, 0) + 1
             return self.refused[sid] <= REFUSAL_LIMIT
@@ -139,7 +146,10 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
         if browser is None:
             return not_joined(sid, refusal("no-cookie", "load the participant page first: "
                                                         "it gives this browser its cookie"))
-        displaced = journey.claim(code, browser, sid, processes)
+        try:
+            displaced = journey.claim(code, browser, sid, processes)
+        except StorageUnavailable:  # the page joins again later
+            return unavailable()
         if displaced is None:  # stored nowhere: the code's participant did nothing
             return not_joined(sid, refusal("other-browser", ELSEWHERE["other-browser"]))
         connections.bind(sid, code)
@@ -158,7 +168,8 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
         if sent_by_client(sid):
             return unknown("disconnect", sid)
         if connections.code(sid) is not None:
-            processes.disconnected(sid)
+            with contextlib.suppress(StorageUnavailable):  # a live row outlives a full disk
+                processes.disconnected(sid)
         connections.drop(sid)
         return None
 
@@ -173,6 +184,8 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
             if payload is TOO_DEEP:
                 reply = journey.refuse(event, code, Rejected(
                     "malformed", "the payload nests too deep"), None)
+            elif event == "sync":  # read only: the state again, for a page that missed a push
+                reply = journey.sync(code)
             else:
                 reply = journey.handle(event, code, payload)
             if not connections.answered(sid, reply):

@@ -8,7 +8,9 @@ from typing import Any
 from study.protocol import TASK_NAMES, Protocol
 from study.storage import Storage
 from study.web import pages, rounds
+from study.web.admission import Admission
 from study.web.pages import ROUND_STEPS, STEPS, session_number
+from study.web.rejections import Rejected
 
 
 class PageState:
@@ -17,6 +19,18 @@ class PageState:
     protocol: Protocol
     storage: Storage
     clock: Callable[[], float]
+    admission: Admission
+    refuse: Callable[..., dict[str, Any]]
+
+    def sync(self, code: str) -> dict[str, Any]:
+        """The answer to ``sync``: the state again, for a page that may have missed a push
+        (a lost push or a message queue away must strand nobody). It changes nothing, so it
+        passes holds and the study's end and is not stored; only the participant's message
+        rate bounds it."""
+        if not self.admission.limiter.allow(code):
+            return self.refuse("sync", code, Rejected("rate-limited", "too many messages"),
+                               None)
+        return {"ok": True, "state": self.state(code)}
 
     def state(self, code: str) -> dict[str, Any]:
         """Everything the participant's page needs, rebuilt from the database."""
