@@ -22,12 +22,14 @@ demo: $(STAMP)
 	$(BIN)/study serve protocols/demo.toml --port $(PORT) --workers $(WORKERS)
 
 # Debian packages the tests drive for real: Chromium (browser tests), Redis (message queue),
-# HAProxy (the balancer in front of several server processes).
-SYSTEM_PACKAGES := chromium redis-server haproxy
+# HAProxy (the balancer in front of several server processes, and HTTPS), OpenSSL (the
+# HTTPS test's self-signed certificate).
+SYSTEM_PACKAGES := chromium redis-server haproxy openssl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 system-packages:
 	@command -v chromium >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 && \
+	  command -v openssl >/dev/null 2>&1 && \
 	  { command -v haproxy >/dev/null 2>&1 || test -x /usr/sbin/haproxy; } || { \
 	  echo "installing $(SYSTEM_PACKAGES) from Debian's packages"; \
 	  $(SUDO) apt-get update -qq && \

@@ -4,7 +4,8 @@ The first run builds the protocol's team pool (cached under ``var/pools``); the 
 defaults to ``var/<protocol>.sqlite`` so a restart continues the same study. One process is
 gunicorn with a gevent worker (the stack Flask-SocketIO documents for production);
 ``--workers N`` runs N of them on one database behind HAProxy, with Redis as the Socket.IO
-message queue (``study.web.deploy``).
+message queue (``study.web.deploy``). ``--tls-cert`` and ``--tls-key`` put HAProxy in front
+of any number of them to serve HTTPS (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -49,12 +50,21 @@ def register(subcommands: argparse._SubParsersAction) -> None:
                              "(or set STUDY_MESSAGE_QUEUE); with --workers N and none given, "
                              "a redis-server is started for the study")
     parser.add_argument("--worker-ports", type=_port, default=None, metavar="START",
-                        help="with --workers N: the workers listen on 127.0.0.1 ports START "
-                             "to START+N-1; None: the first free ports of "
-                             f"{PORT_RANGE_TEXT}")
+                        help="with --workers N (or --tls-cert): the workers listen on "
+                             "127.0.0.1 ports START to START+N-1; None: the first free ports "
+                             f"of {PORT_RANGE_TEXT}")
     parser.add_argument("--redis-port", type=_port, default=None, metavar="PORT",
                         help="with --workers N: the port of the redis-server started for "
                              f"the study; None: the first free port of {PORT_RANGE_TEXT}")
+    parser.add_argument("--tls-cert", type=Path, default=None, metavar="FILE",
+                        help="serve HTTPS on --port with this certificate (PEM, with its "
+                             "chain, e.g. certbot's fullchain.pem): HAProxy terminates TLS "
+                             "in front of the server processes (needs Debian's haproxy)")
+    parser.add_argument("--tls-key", type=Path, default=None, metavar="FILE",
+                        help="with --tls-cert: the certificate's private key (PEM)")
+    parser.add_argument("--http-port", type=_port, default=None, metavar="PORT",
+                        help="with --tls-cert: plain HTTP on this port is redirected to "
+                             "HTTPS; None: 80")
     parser.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--durability", choices=("full", "normal"), default="full",
                         help="what an acknowledged message survives: 'full', a power cut "
@@ -105,7 +115,7 @@ def check_ports(args: argparse.Namespace) -> None:
     """Worker and Redis ports only where they are used, and within the port numbers."""
     from study.terms import InvalidInput
 
-    if args.workers == 1 and (args.worker_ports or args.redis_port):
+    if args.workers == 1 and (args.redis_port or (args.worker_ports and not args.tls_cert)):
         raise InvalidInput("--worker-ports/--redis-port", args.worker_ports or args.redis_port,
                            "only with --workers N (one process listens on --port)")
     if args.redis_port and args.message_queue:
@@ -116,9 +126,35 @@ def check_ports(args: argparse.Namespace) -> None:
                            f"{args.workers} ports from it pass 65535")
 
 
+def tls_of(args: argparse.Namespace) -> Any:
+    """The HTTPS asked for (``study.web.deploy.Tls``), None without ``--tls-cert``; files
+    that cannot be read are refused by name before anything starts."""
+    from study.terms import InvalidInput
+
+    if args.tls_cert is None and args.tls_key is None:
+        if args.http_port is not None:
+            raise InvalidInput("--http-port", args.http_port, "only with --tls-cert")
+        return None
+    if args.tls_cert is None or args.tls_key is None:
+        raise InvalidInput("--tls-cert/--tls-key", str(args.tls_cert or args.tls_key),
+                           "give both the certificate and its key")
+    for option, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        try:
+            path.read_bytes()
+        except OSError as error:
+            raise InvalidInput(option, str(path), error.strerror or str(error)) from error
+    http_port = 80 if args.http_port is None else args.http_port
+    if http_port == args.port:
+        raise InvalidInput("--http-port", http_port, "differs from --port (HTTPS)")
+    from study.web.deploy import Tls
+
+    return Tls(args.tls_cert.resolve(), args.tls_key.resolve(), http_port)
+
+
 def run(args: argparse.Namespace) -> int:
     check_ports(args)
-    if args.workers == 1:
+    tls = tls_of(args)
+    if args.workers == 1 and tls is None:
         # gunicorn's gevent worker patches the standard library when it starts; patching
         # here, before anything imports ssl or threading, makes that patch complete.
         from gevent import monkey
@@ -133,16 +169,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"preparing the team pool of {protocol.name} (built once, then cached in "
               f"{args.pools}) ...", flush=True)
     pool = ensure_pool_of(protocol, args.pools)
-    if args.workers == 1:
+    if args.workers == 1 and tls is None:
         server = Single(args.protocol, database, args.pools, args.host, args.port,
                         args.message_queue, args.durability, args.listen_fd)
     else:
         server = Balanced(args.protocol, database, args.pools, args.host, args.port,
                           args.workers, args.message_queue, args.durability,
-                          args.worker_ports, args.redis_port)
+                          args.worker_ports, args.redis_port, tls)
     if not args.quiet:
-        _print_links(protocol, database, pool, args.host, args.port, args.workers,
-                     args.durability)
+        _print_links(protocol, database, pool, args, tls)
     backups = _start_backups(args, database)
     try:
         return server.run()
@@ -167,15 +202,21 @@ def _start_backups(args: argparse.Namespace, database: Path) -> Any:
                              "--keep", str(args.backup_keep), "--parent", str(os.getpid())])
 
 
-def _print_links(protocol: Any, database: Path, pool: Path, host: str, port: int,
-                 workers: int, durability: str) -> None:
-    shown = "localhost" if host in ("0.0.0.0", "127.0.0.1") else host
-    base = f"http://{shown}:{port}"
-    processes = "1 process" if workers == 1 else f"{workers} processes behind HAProxy"
+def _print_links(protocol: Any, database: Path, pool: Path, args: argparse.Namespace,
+                 tls: Any) -> None:
+    shown = "localhost" if args.host in ("0.0.0.0", "127.0.0.1") else args.host
+    base = (f"http://{shown}:{args.port}" if tls is None
+            else f"https://{shown}" + ("" if args.port == 443 else f":{args.port}"))
+    processes = ("1 process" if args.workers == 1 and tls is None else
+                 f"{args.workers} process{'es' if args.workers > 1 else ''} behind HAProxy")
     recruitment = protocol.recruitment
-    survives = "a power cut" if durability == "full" else "a server crash, not a power cut"
+    survives = ("a power cut" if args.durability == "full"
+                else "a server crash, not a power cut")
     print(f"study {protocol.name}: database {database}, pool {pool.name}, {processes}; "
           f"acknowledged messages survive {survives}")
+    if tls is not None:
+        print(f"  HTTPS with {tls.cert} (TLS 1.2 or newer, HSTS); plain HTTP on port "
+              f"{tls.http_port} is redirected to it")
     if recruitment.id_parameter:
         print(f"  recruitment link: {base}/start?{recruitment.id_parameter}=<their id>")
     if recruitment.open_enrolment:

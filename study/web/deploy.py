@@ -2,10 +2,10 @@
 processes HAProxy in front and Redis between them, as Flask-SocketIO's deployment guide
 describes (one worker per gunicorn, a balancer with sticky sessions, a message queue).
 
-Nothing here balances, queues or supervises by itself: gunicorn's master restarts its
-worker, HAProxy routes (cookie stickiness for Socket.IO's long-polling, health checks to
-route around a dead process), Redis carries the pushes between processes. This module only
-writes their configuration, starts them, and stops them together.
+Nothing here balances, queues, encrypts or supervises by itself: gunicorn's master restarts
+its worker, HAProxy routes (cookie stickiness for Socket.IO's long-polling, health checks to
+route around a dead process) and terminates HTTPS (``Tls``), Redis carries the pushes between
+processes. This module only writes their configuration, starts them, and stops them together.
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ PORT_RANGE = range(20000, 21000)
 # A line of a child's output that names why it failed: a Python exception, HAProxy's alert,
 # a port taken by another program.
 CAUSE = re.compile(r"^[\w.]*(Error|Exception)\b|\[ALERT\]|Address already in use")
+# How long a browser that saw the study over HTTPS refuses plain HTTP to it: a year, for
+# this host only (``includeSubDomains`` would bind an institution's other sites too).
+HSTS = "max-age=31536000"
 
 
 class StartFailed(InvalidInput):
@@ -87,6 +90,25 @@ class Child(subprocess.Popen):
         self.reader.join(timeout=10)  # until it has read the last lines
         return StartFailed(f"{self.name} (pid {self.pid})",
                            f"exited with {self.returncode} {doing}: {self.cause()}")
+
+
+@dataclass(frozen=True)
+class Tls:
+    """HTTPS at HAProxy: the certificate (with its chain) and its key as PEM files, and the
+    port whose plain HTTP is redirected to HTTPS."""
+
+    cert: Path
+    key: Path
+    http_port: int
+
+    def write_pem(self, directory: Path) -> Path:
+        """HAProxy's one file (the chain, then the key) in the study's private directory,
+        written afresh at every start so a renewed certificate is served after a restart."""
+        pem = directory / "tls.pem"
+        parts = [path.read_text(encoding="ascii").strip() for path in (self.cert, self.key)]
+        pem.touch(mode=0o600)
+        pem.write_text("\n".join(parts) + "\n", encoding="ascii")
+        return pem
 
 
 def prepare_database(database: Path, durability: str) -> None:
@@ -214,7 +236,8 @@ class Single:
 @dataclass
 class Balanced:
     """``workers`` gunicorn processes on one database behind HAProxy, with Redis between
-    them; started together, stopped together."""
+    several of them; started together, stopped together. With ``tls`` HAProxy serves HTTPS
+    (one worker too: it then needs no Redis)."""
 
     protocol: Path
     database: Path
@@ -226,6 +249,7 @@ class Balanced:
     durability: str = "full"
     worker_ports: int | None = None  # the first worker's port; else from PORT_RANGE
     redis_port: int | None = None  # else from PORT_RANGE
+    tls: Tls | None = None
     children: list[Child] = field(default_factory=list)
 
     def run(self) -> int:
@@ -245,12 +269,13 @@ class Balanced:
             shutil.rmtree(directory, ignore_errors=True)
 
     def _start_workers(self, directory: Path) -> list[int]:
-        """Bind the workers' ports, start Redis (unless given) and the workers, and wait
-        until every worker answers; returns the workers' ports."""
+        """Bind the workers' ports, start Redis (unless given, or one worker) and the
+        workers, and wait until every worker answers; returns the workers' ports."""
         sockets = hold_ports(self.workers, self.worker_ports)
         ports = [int(sock.getsockname()[1]) for sock in sockets]
         try:
-            queue = self.message_queue or self._start_redis(directory, set(ports))
+            queue = self.message_queue or (
+                self._start_redis(directory, set(ports)) if self.workers > 1 else None)
             # Workers listen on loopback behind HAProxy (``option forwardfor``): the
             # client's address, which the login limit is kept per, is the forwarded one.
             env = {**os.environ, "STUDY_TRUST_PROXY": "1",
@@ -284,22 +309,27 @@ class Balanced:
         raise StartFailed("redis-server", f"no free port in {PORT_RANGE.start}-"
                                           f"{PORT_RANGE.stop - 1}; give --redis-port")
 
-    def _start_worker(self, number: int, sock: socket.socket, queue: str,
+    def _start_worker(self, number: int, sock: socket.socket, queue: str | None,
                       env: dict[str, str]) -> None:
         port = int(sock.getsockname()[1])
+        shared = ["--message-queue", queue] if queue else []
         self.children.append(Child(
             f"server process {number} of {self.workers} (127.0.0.1:{port})",
             [sys.executable, "-m", "study.cli", "serve", str(self.protocol), "--quiet",
              "--host", "127.0.0.1", "--port", str(port), "--listen-fd", str(sock.fileno()),
-             "--db", str(self.database), "--pools", str(self.pools), "--message-queue",
-             queue, "--durability", self.durability], env=env, pass_fds=(sock.fileno(),)))
+             "--db", str(self.database), "--pools", str(self.pools), *shared,
+             "--durability", self.durability], env=env, pass_fds=(sock.fileno(),)))
 
     def _start_haproxy(self, directory: Path, ports: list[int]) -> None:
-        binary = _need("haproxy")
+        binary = _need("haproxy", "--tls-cert" if self.tls else "--workers")
+        pem = self.tls.write_pem(directory) if self.tls else None
         config = directory / "haproxy.cfg"
-        config.write_text(haproxy_config(self.host, self.port, ports), encoding="utf-8")
+        config.write_text(haproxy_config(self.host, self.port, ports, self.tls, pem),
+                          encoding="utf-8")
         self.children.append(Child("haproxy", [binary, "-f", str(config), "-db"]))
         _wait_for_port(self.port, self.children[-1], host=self.host)
+        if self.tls:
+            _wait_for_port(self.tls.http_port, self.children[-1], host=self.host)
 
     def _wait(self, stopping: list[int]) -> int:
         """Until asked to stop. A worker that dies is routed around by HAProxy (gunicorn
@@ -331,11 +361,18 @@ class Balanced:
                 child.kill()
 
 
-def haproxy_config(host: str, port: int, worker_ports: list[int]) -> str:
+def haproxy_config(host: str, port: int, worker_ports: list[int], tls: Tls | None = None,
+                   pem: Path | None = None) -> str:
     """HAProxy in front of the workers: new participants in turn, a cookie that keeps a
     browser's long-polling requests on one worker, health checks every second so a dead
     worker is routed around (a busy one, slow to answer, is not), and tunnels (websockets)
-    kept open for a whole study."""
+    kept open for a whole study. With ``tls``, HTTPS from ``pem`` (``tls_frontends``)."""
+    frontends = tls_frontends(host, port, tls, pem) if tls and pem else f"""frontend study
+    bind {host}:{port}
+    option forwardfor
+    default_backend workers
+"""
+    secure = " secure" if tls else ""
     servers = "\n".join(
         f"    server w{index} 127.0.0.1:{worker} check inter 1s fall 3 rise 1 "
         f"cookie w{index}" for index, worker in enumerate(worker_ports, 1))
@@ -353,16 +390,32 @@ defaults
     option redispatch
     retries 3
 
-frontend study
-    bind {host}:{port}
+{frontends}
+backend workers
+    balance roundrobin
+    cookie STUDY_WORKER insert indirect nocache httponly{secure}
+    option httpchk GET /healthz
+{servers}
+"""
+
+
+def tls_frontends(host: str, port: int, tls: Tls, pem: Path) -> str:
+    """HTTPS (TLS 1.2 or newer, HSTS) and, on ``tls.http_port``, a permanent redirect of
+    plain HTTP to the same host and path over HTTPS. The workers learn the scheme from
+    ``X-Forwarded-Proto`` (set here, never passed on from a client): their cookies are then
+    ``Secure`` and Socket.IO accepts the page's https origin."""
+    https_port = "" if port == 443 else f":{port}"
+    return f"""frontend study
+    bind {host}:{port} ssl crt {pem} ssl-min-ver TLSv1.2
+    http-request set-header X-Forwarded-Proto https
+    http-response set-header Strict-Transport-Security "{HSTS}"
     option forwardfor
     default_backend workers
 
-backend workers
-    balance roundrobin
-    cookie STUDY_WORKER insert indirect nocache httponly
-    option httpchk GET /healthz
-{servers}
+frontend redirect
+    bind {host}:{tls.http_port}
+    http-request redirect location https://%[req.hdr(host),regsub(:[0-9]+$,)]{https_port}\
+%[capture.req.uri] code 301
 """
 
 
@@ -373,11 +426,11 @@ def haproxy_max_connections() -> int:
     return max(256, min(50_000, (limit - 200) // 2))
 
 
-def _need(program: str) -> str:
+def _need(program: str, option: str = "--workers") -> str:
     path = shutil.which(program) or shutil.which(program, path="/usr/sbin:/usr/bin")
     if path is None:
-        raise InvalidInput("--workers", program, f"needs Debian's {program} "
-                                                  f"(apt-get install {program})")
+        raise InvalidInput(option, program, f"needs Debian's {program} "
+                                            f"(apt-get install {program})")
     return path
 
 
