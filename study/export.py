@@ -243,9 +243,10 @@ CODEBOOK: tuple[Table, ...] = (
         Column("seconds", "REAL", "round duration", units="s"),
         _at("closed_at", "when the round was closed"),
         Column("close_reason", "TEXT", "how the round was closed",
-               allowed="deadline (by the scheduler in time), recovery (at server start, "
-                       "after its deadline passed while the server was down), or empty "
-                       "(still running)"),
+               allowed="deadline (by the scheduler in time), late (by the scheduler more "
+                       "than 5 s after its deadline: the database could not be written, e.g. "
+                       "a full disk), recovery (at server start, after its deadline passed "
+                       "while the server was down), or empty (still running)"),
         Column("participant_cookies", "INTEGER", "cookies counted for the participant",
                units="cookies", allowed=">= 0"),
         Column("teammate_cookies", "INTEGER", "cookies finished by the simulated teammate "
@@ -253,6 +254,9 @@ CODEBOOK: tuple[Table, ...] = (
         _at("alive_until", "for a round cut by server downtime (closed by recovery): the "
             "study's last sign of life before the crash; the teammate's cookies count only "
             "up to it (empty otherwise)"),
+        Column("close_delay", "REAL", "how late the round closed: closed_at - deadline (the "
+               "cookies of both count only up to the deadline); empty while running and for "
+               "rounds closed before this column existed", units="s", allowed=">= 0"),
     )),
     Table("allocations", "the kit the robot gave one human in one collaborative round", (
         _id(), _fk("round_id", "rounds"), _fk("session_id", "sessions"),

@@ -21,6 +21,8 @@ from typing import Any
 
 import sqlite_utils
 
+from study.storage_health import StorageHealth, StorageUnavailable, is_storage_fault
+
 REAL, INT, TEXT = float, int, str
 # How long a write waits for another process's transaction before it gives up.
 BUSY_TIMEOUT_SECONDS = 30
@@ -31,6 +33,9 @@ BUSY_TIMEOUT_SECONDS = 30
 SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
 # How long the checkpoint after a withdrawal waits for other connections' readers.
 CHECKPOINT_WAIT_SECONDS = 1.0
+# What a write-ahead log keeps of its size once checkpointed: space a full disk once gave it
+# goes back to the filesystem.
+JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 
 # table -> (columns, not-null columns, foreign keys, unique column groups)
 SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[list[str]]]] = {
@@ -57,7 +62,7 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
          "task_name": TEXT, "teammate_task_type": INT, "theme": TEXT, "teammate_theme": TEXT,
          "started_at": REAL, "deadline": REAL,
          "seconds": REAL, "closed_at": REAL, "close_reason": TEXT, "participant_cookies": INT,
-         "teammate_cookies": INT, "alive_until": REAL},
+         "teammate_cookies": INT, "alive_until": REAL, "close_delay": REAL},
         {"session_id", "participant_id", "number", "task_type", "started_at", "deadline",
          "seconds", "participant_cookies", "teammate_cookies"},
         [("session_id", "sessions"), ("participant_id", "participants")],
@@ -183,11 +188,19 @@ def _names(cursor: sqlite3.Cursor) -> list[str]:
     return [column[0] for column in cursor.description]
 
 
+def _ended_by(error: BaseException | None) -> BaseException:
+    """The error for an event whose batch's transaction an earlier error ended."""
+    if error is not None and is_storage_fault(error):
+        return StorageUnavailable(f"the transaction was rolled back: {error}")
+    return sqlite3.OperationalError("the transaction was rolled back by an earlier error")
+
+
 class CommitBatch:
     """Events of one process that share a write transaction and its commit."""
 
     def __init__(self) -> None:
         self.members = 0
+        self.changes = 0  # the connection's total changes when the batch began
         self.committed = threading.Event()
         self.error: BaseException | None = None
 
@@ -207,6 +220,8 @@ class Storage:
         self.lock = threading.RLock()
         self._batch: CommitBatch | None = None
         self._depth = 0  # events nested in the one holding the lock
+        self._lost: BaseException | None = None  # what ended the last batch's transaction
+        self._nesting = threading.local()  # this thread's events under way, for ``health``
         self.queued = 0  # events waiting for the lock
         self._queue_lock = threading.Lock()
         self._keys: dict[str, str] = {}
@@ -216,6 +231,8 @@ class Storage:
         # Deleted rows are overwritten, not just unlinked: a withdrawal leaves no trace in
         # the file (whatever the SQLite build's default); see ``checkpoint``.
         self.db.execute("PRAGMA secure_delete=ON")
+        self.db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT_BYTES}")
+        self.health = StorageHealth()
         self.checkpoint_due = False
         self.checkpoint_retry_at = 0.0
         self.rejection_counts = RejectionCounts(self)
@@ -258,6 +275,27 @@ class Storage:
 
     @contextlib.contextmanager
     def event(self) -> Iterator[sqlite_utils.Database]:
+        """One event (``_event``); a disk that refuses its write (full, failing) raises
+        ``StorageUnavailable``: nothing of it was stored, and the sender may try again.
+        The condition is logged once a minute (``health``), not once per event."""
+        outermost = not getattr(self._nesting, "depth", 0)
+        self._nesting.depth = getattr(self._nesting, "depth", 0) + 1
+        try:
+            with self._event() as db:
+                yield db
+        except (sqlite3.Error, StorageUnavailable) as error:
+            if not is_storage_fault(error):
+                raise
+            if outermost:
+                self.health.failed(error)
+            if isinstance(error, StorageUnavailable):
+                raise
+            raise StorageUnavailable(str(error)) from error
+        finally:
+            self._nesting.depth -= 1
+
+    @contextlib.contextmanager
+    def _event(self) -> Iterator[sqlite_utils.Database]:
         """One event: everything inside commits together, or nothing does; it returns once
         committed.
 
@@ -312,37 +350,66 @@ class Storage:
     def _savepoint(self) -> Iterator[None]:
         """One event's own savepoint in the batch's transaction (named by depth: SQLite
         rolls back to the innermost savepoint of a name)."""
+        conn = self.db.conn
+        if not conn.in_transaction:  # a savepoint here would start a transaction of its own
+            raise _ended_by(self._lost)
         self._depth += 1
         name = f"event_{self._depth}"
-        conn = self.db.conn
         conn.execute(f"SAVEPOINT {name}")
         try:
             yield
-        except BaseException:
-            # An error may have ended the whole transaction already, savepoints included.
+        except BaseException as error:
+            # An error may have ended the whole transaction already, savepoints included
+            # (SQLite rolls it back on a full disk): then the events that shared it failed.
             if conn.in_transaction:
                 conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
                 conn.execute(f"RELEASE SAVEPOINT {name}")
+            else:
+                self._fail_batch(error)
             raise
         else:
+            if not conn.in_transaction:  # an error inside, caught there, ended it
+                error = _ended_by(self._lost)
+                self._fail_batch(error)
+                raise error
             conn.execute(f"RELEASE SAVEPOINT {name}")
         finally:
             self._depth -= 1
 
+    def _fail_batch(self, error: BaseException) -> None:
+        """The batch's transaction is gone: every event that shared it fails."""
+        if self._lost is None:
+            self._lost = error
+        if self._batch is not None:
+            self._batch.error = error
+            self._close_batch(self._batch, "ROLLBACK")
+
     def _open_batch(self) -> CommitBatch:
         """The open batch, or a new one with the write lock taken."""
         if self._batch is None:
+            if self.db.conn.in_transaction:  # begun by a statement after its batch failed
+                self.db.conn.execute("ROLLBACK")
             self._begin_immediate()
             self._batch = CommitBatch()
+            self._batch.changes = self.db.conn.total_changes
+            self._lost = None
         return self._batch
 
     def _commit(self, batch: CommitBatch) -> None:
         self._close_batch(batch, "COMMIT")
+        wrote = self.db.conn.total_changes != batch.changes  # an empty commit proves nothing
+        if batch.error is None and wrote and self.health.succeeded():
+            self.checkpoint_due = True  # the log may hold what the full disk left in it
         if self.checkpoint_due and batch.error is None:
-            self.checkpoint()
+            self._checkpoint_quietly()
 
     def _close_batch(self, batch: CommitBatch, statement: str) -> None:
-        """End the batch's transaction; a failed commit fails every event of the batch."""
+        """End the batch's transaction; a failed commit fails every event of the batch, and
+        a batch that failed already is rolled back, never committed."""
+        if batch.committed.is_set():  # ended already, when an event lost its transaction
+            return
+        if batch.error is not None:
+            statement = "ROLLBACK"
         try:
             if self.db.conn.in_transaction or statement == "COMMIT":
                 self.db.conn.execute(statement)
@@ -478,6 +545,16 @@ class Storage:
                 else 0.0
             return not busy
 
+    def _checkpoint_quietly(self) -> None:
+        """``checkpoint``, when the disk lets it: on a full disk it is due again later."""
+        try:
+            self.checkpoint()
+        except sqlite3.Error as error:
+            if not is_storage_fault(error):
+                raise
+            self.checkpoint_due = True
+            self.checkpoint_retry_at = time.monotonic() + CHECKPOINT_WAIT_SECONDS
+
     def _tables_with_participant_rows(self) -> list[str]:
         """The journey's tables in foreign-key order, then any other table with a
         ``participant_id`` (the console's notes): a withdrawal leaves nothing behind."""
@@ -511,7 +588,7 @@ class Storage:
         self.rejection_counts.forget(participant_id)
         self.checkpoint_due = True
         if not self.db.conn.in_transaction:
-            self.checkpoint()
+            self._checkpoint_quietly()
 
 
 class RejectionCounts:
@@ -542,12 +619,21 @@ class RejectionCounts:
             self.flushed = time.monotonic()
         if not pending:
             return
-        with self.storage.event() as db:
-            db.conn.executemany(
-                "INSERT INTO rejection_counts (participant_id, reason, count, last_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (participant_id, reason) DO UPDATE SET "
-                "count = count + excluded.count, last_at = excluded.last_at",
-                [(pid, reason, count, at) for (pid, reason), (count, at) in pending.items()])
+        try:
+            with self.storage.event() as db:
+                db.conn.executemany(
+                    "INSERT INTO rejection_counts (participant_id, reason, count, last_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (participant_id, reason) DO UPDATE SET "
+                    "count = count + excluded.count, last_at = excluded.last_at",
+                    [(pid, reason, count, at) for (pid, reason), (count, at) in pending.items()])
+        except StorageUnavailable:  # kept for the next flush, once the disk takes writes
+            self._restore(pending)
+
+    def _restore(self, pending: dict[tuple[int, str], tuple[int, float]]) -> None:
+        with self.lock:
+            for key, (count, at) in pending.items():
+                newer, last = self.pending.get(key, (0, at))
+                self.pending[key] = (count + newer, max(at, last))
 
     def forget(self, participant_id: int) -> None:
         """A withdrawn participant's refusals are not counted any longer."""

@@ -165,9 +165,32 @@ function calibrationPanel() {
   document.getElementById("calibration-types").replaceChildren(...(lines.length ? lines : [empty]));
 }
 
+// The database's disk: a full one holds every participant on "one moment" until space is
+// freed (docs/study-day.md, storage faults); the warning comes before that.
+function storageLine() {
+  const line = document.getElementById("storage");
+  const storage = snapshot.storage;
+  if (!line || !storage) return;
+  const disk = storage.disk;
+  const free = (disk.free_bytes / 1048576).toFixed(0) + " MB free of " +
+    (disk.total_bytes / 1048576).toFixed(0) + " MB (" + (100 * disk.free_fraction).toFixed(1) + " %)";
+  if (!storage.available) {
+    line.textContent = "The database cannot be written since " +
+      new Date(storage.since * 1000).toLocaleTimeString() + " (" + storage.error + "; " +
+      storage.failures + " writes failed). Participants wait on \"one moment\" and go on by " +
+      "themselves once space is freed. Disk: " + free + ".";
+  } else {
+    line.textContent = "Database disk: " + free + (disk.low ? " — low: free space now, before " +
+      "writes fail (warning below " + (disk.threshold_bytes / 1048576).toFixed(0) + " MB or " +
+      (100 * disk.threshold_fraction).toFixed(0) + " %)." : ".");
+  }
+  line.className = !storage.available || disk.low ? "warning" : "hint";
+}
+
 function draw() {
   table.replaceChildren(...snapshot.participants.map(row));
   targetLine();
+  storageLine();
   calibrationPanel();
   const unjoined = document.getElementById("unjoined");
   if (unjoined && snapshot.unjoined_messages !== null && snapshot.unjoined_messages !== undefined) {

@@ -27,7 +27,7 @@ from flask_socketio import SocketIO
 
 from study.protocol import load_protocol
 from study.storage import Storage
-from study.web import console, participant, security, sockets
+from study.web import console, participant, security, sockets, unavailable
 from study.web.admission import MAX_TRANSPORT_BYTES
 from study.web.app_class import StudyFlask
 from study.web.inputs import PacketJSON
@@ -73,6 +73,7 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
     app.register_blueprint(participant.blueprint)
     console.init_app(app)
     security.init_app(app)
+    unavailable.init_app(app)  # a full disk: 503 and a calm page, not 500
     recover(journey, processes)
     if app.config["SCHEDULER"]:
         scheduler = Scheduler(journey, processes)

@@ -12,6 +12,7 @@ CSRF token. Failed logins are limited per client address (``study.web.security``
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -21,6 +22,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from flask import abort, current_app, redirect, request, session, url_for
+
+from study.storage_health import StorageUnavailable
 
 PASSWORD_KEY = "STUDY_CONSOLE_PASSWORD"
 SESSION_KEY = "console_auth"
@@ -76,7 +79,8 @@ def _session_alive(session_id: str) -> bool:
         return False
     now = _now()
     if now - row["seen_at"] >= SEEN_EVERY:
-        storage.update("console_sessions", session_id, {"seen_at": now})  # type: ignore[arg-type]
+        with contextlib.suppress(StorageUnavailable):  # a full disk must not shut the console
+            storage.update("console_sessions", session_id, {"seen_at": now})  # type: ignore[arg-type]
     return True
 
 

@@ -32,6 +32,7 @@ from flask_socketio import SocketIO, disconnect
 
 from study.calibration import pool_target
 from study.export import build_export, record_server_run, zip_export
+from study.storage_health import disk_space
 from study.web import auth, binding, holds, live, security
 from study.web.rejections import Rejected
 
@@ -120,7 +121,15 @@ def current_snapshot(app: Flask) -> dict[str, Any]:
     # Messages of connections that never joined: only counted, never stored.
     snapshot["unjoined_messages"] = (app.extensions["connections"].unjoined_count.total()
                                      if tracked else None)
+    snapshot["storage"] = storage_status(journey.storage)
     return snapshot
+
+
+def storage_status(storage: Any) -> dict[str, Any]:
+    """Whether this process can write the database (a full disk: since when, how many
+    writes failed) and the free space of its filesystem, low below the documented
+    threshold (``study.storage_health.disk_space``)."""
+    return {**storage.health.status(), "disk": disk_space(storage.path)}
 
 
 @blueprint.get("/")

@@ -7,6 +7,7 @@ import threading
 import time
 
 from study.storage import Storage
+from study.storage_health import StorageUnavailable
 
 UNJOINED = "unjoined-messages"
 FLUSH_SECONDS = 1.0
@@ -32,12 +33,17 @@ class Counter:
         with self.lock:
             pending, self.pending = self.pending, 0
             self.flushed = time.monotonic()
-        if pending:
+        if not pending:
+            return
+        try:
             with self.storage.event() as db:
                 db.conn.execute(
                     "INSERT INTO counters (name, count, at) VALUES (?, ?, ?) ON CONFLICT "
                     "(name) DO UPDATE SET count = count + excluded.count, at = excluded.at",
                     (self.name, pending, time.time()))
+        except StorageUnavailable:  # kept for the next flush, once the disk takes writes
+            with self.lock:
+                self.pending += pending
 
     def total(self) -> int:
         """Every process's count as stored, plus this process's pending one."""

@@ -9,6 +9,7 @@ clock is injected: deadlines are tested by calling ``tick(now)``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -21,6 +22,7 @@ from typing import Any
 from study.protocol import Protocol
 from study.solver import Policy
 from study.storage import Storage, to_json
+from study.storage_health import RETRY_AFTER_SECONDS, StorageUnavailable
 from study.web import binding
 from study.web.admission import Admission
 from study.web.balance import balanced_order
@@ -37,6 +39,9 @@ MSG_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 CODE = re.compile(r"^[A-Za-z0-9_-]{3,64}$")
 EXTERNAL_ID_LIMIT = 512
 EXPIRY_CHECK_SECONDS = 60.0
+# What the page shows while the database cannot be written (a full disk): its messages wait.
+STORAGE_WAIT = ("One moment, please: the bakery is catching up. Please keep this page open; "
+                "it goes on by itself.")
 log = logging.getLogger(__name__)
 
 Notify = Callable[[str, str, dict[str, Any]], None]
@@ -51,6 +56,22 @@ def _at_once(work: Callable[[], None]) -> None:
     work()
 
 
+def _unless_unavailable(work: Callable[[], None]) -> Callable[[], None]:
+    """Work off the clock that a full disk defers: the storage logs the condition, and the
+    scheduler forms the teams left waiting once the disk takes writes again."""
+    def run() -> None:
+        with contextlib.suppress(StorageUnavailable):
+            work()
+    return run
+
+
+def unavailable() -> dict[str, Any]:
+    """The answer to a message the database could not take (a full disk): no refusal,
+    nothing changed; the page keeps it and sends it again after ``retry_after`` seconds."""
+    return {"ok": False, "error": "unavailable", "reason": "storage-unavailable",
+            "detail": STORAGE_WAIT, "retry_after": RETRY_AFTER_SECONDS}
+
+
 class Journey(Steps, Rounds, TeamFormation, PageState):
     """One study run: its protocol, database, teammate source and clock.
 
@@ -62,7 +83,7 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
                  clock: Callable[[], float], notify: Notify = _no_notify,
                  background: Callable[[Callable[[], None]], Any] = _at_once) -> None:
         self.protocol = protocol
-        self.background = background
+        self.background = lambda work: background(_unless_unavailable(work))
         self.storage = storage
         self.teammates = teammates
         self.clock = clock
@@ -229,6 +250,8 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
                 self.handlers[event](participant, payload, now)
         except Rejected as rejection:
             reply = self._refuse(participant, event, msg_id, rejection, payload)
+        except StorageUnavailable:  # nothing was stored: the page sends it again later
+            reply = unavailable()
         except Exception as error:  # a handler bug must not lose the ack or the log
             log.exception("message %s of %s failed", event, code)
             reply = self._refuse(participant, event, msg_id,
@@ -264,9 +287,12 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
     def _refuse(self, participant: dict[str, Any] | None, event: str, msg_id: Any,
                 rejection: Rejected, payload: Any) -> dict[str, Any]:
         if participant is not None:  # refusals of unknown senders are only counted
-            self.storage.reject(participant["id"], event,
-                                msg_id if isinstance(msg_id, str) else None, rejection.reason,
-                                rejection.detail, payload, self.clock())
+            try:
+                self.storage.reject(participant["id"], event,
+                                    msg_id if isinstance(msg_id, str) else None,
+                                    rejection.reason, rejection.detail, payload, self.clock())
+            except StorageUnavailable:  # a refusal is stored too: asked again once it can be
+                return unavailable()
         reply: dict[str, Any] = {"ok": False, "error": "rejected", "reason": rejection.reason,
                                  "detail": rejection.detail}
         if participant is not None and self.storage.participant(participant["code"]):

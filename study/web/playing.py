@@ -16,6 +16,7 @@ import numpy as np
 from study.protocol import TASK_NAMES, Protocol
 from study.solver import Policy
 from study.storage import Storage, to_json
+from study.storage_health import StorageUnavailable
 from study.web import rounds
 from study.web.inputs import whole
 from study.web.pages import ROUND_STEPS
@@ -24,6 +25,9 @@ from study.web.targets import matches
 from study.web.teammate import policy_of
 
 log = logging.getLogger(__name__)
+# A round the scheduler closes later than this after its deadline is closed ``late`` (the
+# database could not be written, e.g. a full disk): longer than a lease takeover (2 s) takes.
+LATE_SECONDS = 5.0
 
 
 class Rounds:
@@ -199,6 +203,8 @@ class Rounds:
         left open (tried again at the next tick), without holding back the others."""
         try:
             return self._close_round(row, now, reason, alive_until)
+        except StorageUnavailable:  # no round can close: the tick fails as a whole
+            raise
         except Exception:
             log.exception("closing round %s failed", row["id"])
             return False
@@ -207,8 +213,13 @@ class Rounds:
                      alive_until: float | None) -> bool:
         """Close one round, only if it is still open (another process may have closed it);
         the teammate's cookies and the session's end go with it. Its state is pushed and
-        the teammate chosen after practice once the tick has committed (``tick``)."""
+        the teammate chosen after practice once the tick has committed (``tick``). A round
+        the scheduler closes more than ``LATE_SECONDS`` after its deadline is ``late``; every
+        round keeps how late it closed (``close_delay``)."""
         cut = alive_until is not None and alive_until < row["deadline"]
+        delay = max(0.0, now - row["deadline"])
+        if reason == "deadline" and delay > LATE_SECONDS:
+            reason = "late"
         with self.storage.event():
             still_open = self.storage.one("SELECT closed_at FROM rounds WHERE id = ?",
                                           (row["id"],))
@@ -217,7 +228,7 @@ class Rounds:
             if row["teammate_task_type"] is not None:
                 self._teammate_cookies(row, min(row["deadline"], alive_until or row["deadline"]))
             self.storage.update("rounds", row["id"], {
-                "closed_at": now, "close_reason": reason,
+                "closed_at": now, "close_reason": reason, "close_delay": delay,
                 "teammate_cookies": row["teammate_cookies"],
                 "alive_until": alive_until if cut else None})
             session = self.storage.one("SELECT * FROM sessions WHERE id = ?", (row["session_id"],))

@@ -6,6 +6,10 @@ over within two seconds of the holder's death. The holder sleeps until the earli
 deadline (an index lookup) or its next heartbeat, whichever comes first, so a round closes
 as its deadline passes and a quiet study costs nothing. The work lives in
 ``Journey.tick(now)`` so tests drive it with an injected clock instead of this thread.
+While the database cannot be written (a full disk) the loop retries at every heartbeat
+without logging each failure (the storage logs the condition once a minute); once writes
+succeed again, the rounds that fell due meanwhile close (as ``late``) and the teams that
+could not be formed are formed.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import logging
 import threading
 import time
 
+from study.storage_health import StorageUnavailable
 from study.web.journey import Journey
 from study.web.processes import HEARTBEAT_SECONDS, Processes
 
@@ -27,6 +32,7 @@ class Scheduler:
         self.journey = journey
         self.processes = processes
         self.holding = False
+        self.episodes = journey.storage.health.episodes  # storage faults already handled
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self.run, name="round-scheduler", daemon=True)
 
@@ -56,6 +62,8 @@ class Scheduler:
             if self.holding and not was_holding:
                 log.info("process %s runs the round scheduler", self.processes.id)
                 self.journey.form_pending_teams()
+        except StorageUnavailable:  # retried at the next heartbeat; logged by the storage
+            pass
         except Exception:  # a failed heartbeat is retried at the next one
             log.exception("round scheduler heartbeat failed")
 
@@ -63,8 +71,19 @@ class Scheduler:
         """Close what is due; returns when the next round falls due (or a beat from now)."""
         try:
             self.journey.tick()
+            self._after_storage_fault()
             upcoming = self.journey.next_deadline()
+        except StorageUnavailable:  # retried at the next heartbeat; logged by the storage
+            upcoming = None
         except Exception:  # a bad tick must not stop every later deadline
             log.exception("round scheduler tick failed")
             upcoming = None
         return upcoming if upcoming is not None else time.time() + HEARTBEAT_SECONDS
+
+    def _after_storage_fault(self) -> None:
+        """Once the database takes writes after a fault, form the teams that waited on it
+        (their formation runs off the clock and is dropped while the disk is full)."""
+        health = self.journey.storage.health
+        if health.available and health.episodes != self.episodes:
+            self.episodes = health.episodes
+            self.journey.form_pending_teams()
