@@ -172,13 +172,18 @@ def _register_plan(commands: argparse._SubParsersAction) -> None:
         "plan", help=COMMANDS["plan"], formatter_class=DefaultsFormatter,
         description="Estimate by simulation how many participants (each meeting both "
                     "conditions) detect a difference in team cookies between two conditions "
-                    "(the pool's teams, the conditions' policies and the decorator model) "
+                    "(the pool's teams with participants' capabilities from a pilot or the "
+                    "human model, the conditions' policies and the decorator model) "
                     "and in a Likert item, at the given power. Writes DIR/plan.csv, "
                     "DIR/needed.csv and DIR/plan.png|svg.")
     make.add_argument("protocol", type=Path, metavar="PROTOCOL", help="the protocol file")
     make.add_argument("--pool", type=Path, required=True,
                       help="a pool file (Parquet) built by `study pool build`")
     make.add_argument("--out", type=Path, required=True, help="output folder")
+    make.add_argument("--pilot", type=Path, metavar="DB",
+                      help="a pilot database of this protocol: simulated participants' "
+                           "capabilities are drawn from its measured ones (default: people "
+                           "of the human decorating-speed model)")
     make.add_argument("--conditions", type=_names, metavar="A,B",
                       help="the two conditions to compare (default: the protocol's first two)")
     make.add_argument("--power", type=float, default=defaults.power, help="target power")
@@ -233,7 +238,8 @@ def run_plan(args: argparse.Namespace) -> int:
                                simulations=args.simulations, participants=args.participants,
                                likert_difference=args.likert_difference,
                                likert_sd=args.likert_sd,
-                               cookies_difference=args.cookies_difference, seed=args.seed)
+                               cookies_difference=args.cookies_difference, seed=args.seed,
+                               pilot=args.pilot)
     curves, needed = plan.plan(pd.read_parquet(args.pool), protocol, spec.fea, options,
                                args.conditions)
     args.out.mkdir(parents=True, exist_ok=True)

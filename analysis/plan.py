@@ -7,11 +7,16 @@ number of participants:
 - a Likert item: each participant has their own mean rating; a rating is that mean, plus
   the difference in one condition, plus noise, rounded and clipped to the scale; tested
   with the Wilcoxon signed-rank test;
-- team cookies: participants and their teammates are pool teams, each condition's policy
-  gives the kits (the goal allocation), and every round's cookies come from the
-  decorator model of ``study.decorator`` (gamma times between cookies at the speed the
-  capability implies, the first one a forward recurrence time); the model's own
-  difference between the conditions, or a given one, is tested with the paired t test.
+- team cookies: teams are pool teams with the participant's capabilities those of a
+  simulated participant, drawn from people: a pilot database's measured capabilities
+  (resampled) when one is given, else people of the human decorating-speed model
+  (``study.bots.human``) measured in one practice round, as the server measures them,
+  under the protocol's reference speeds; the teammate is the pool team's other human.
+  Each condition's policy gives the kits (the goal allocation), and every round's cookies
+  come from the decorator model of ``study.decorator`` (gamma times between cookies at the
+  speed the capability implies, the first one a forward recurrence time); the model's
+  own difference between the conditions, or a given one, is tested with the paired t
+  test.
 
 ``paired_t_power`` is the closed form for normally distributed differences (noncentral
 t), which the simulation reproduces on such differences.
@@ -22,6 +27,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,6 +59,7 @@ class PlanOptions:
     points: int = 7
     cookies_difference: float | None = None
     seed: int = 0
+    pilot: Path | None = None  # a pilot database: participants' capabilities from its people
 
 
 def paired_t_power(n: int | np.ndarray, effect_size: float, alpha: float = 0.05) -> np.ndarray:
@@ -170,6 +177,45 @@ def cookie_draw(c: np.ndarray, goals_a: np.ndarray, goals_b: np.ndarray,
     return draw, differences
 
 
+def participant_capabilities(protocol: Any, pilot: Path | None, people: int,
+                             rng: np.random.Generator) -> np.ndarray:
+    """``[people, n]`` capabilities of simulated participants as the protocol measures
+    them (speed over its reference speed, clipped): the pilot's participants drawn with
+    replacement, else people of the human decorating-speed model, since only people say
+    which capabilities are typical (MODEL.md, "Measuring a participant")."""
+    from study.bots.human import coefficients, population_speeds
+
+    references = tuple(cookie.reference_speed for cookie in protocol.cookies)
+    if pilot is not None:
+        from study.calibration import read_pilot
+
+        measured = coefficients(read_pilot(pilot, protocol).speeds, references)
+        return measured[rng.integers(0, len(measured), people)]
+    from study.web.rounds import target
+
+    targets = [target(protocol, task_type) for task_type in range(len(references))]
+    speeds = population_speeds(targets, protocol.practice_seconds, people,
+                               int(rng.integers(2 ** 32)))
+    return coefficients(speeds, references)
+
+
+def participant_humans(pool: pd.DataFrame, role: str, rng: np.random.Generator) -> np.ndarray:
+    """``[B]`` which human of each pool team the participant plays: the role the protocol's
+    teammate filter gives the participant (either human, at random, for ``any``)."""
+    if role == "any":
+        return rng.integers(0, 2, len(pool))
+    most_capable = pool["most_capable_human"].to_numpy().astype(int)
+    return most_capable if role == "most-capable" else 1 - most_capable
+
+
+def with_participants(c: np.ndarray, humans: np.ndarray, participants: np.ndarray) -> np.ndarray:
+    """``c [B, h, n]`` with each team's participant (``humans [B]``) given the simulated
+    participant's capabilities (``participants [B, n]``)."""
+    c = c.copy()
+    c[np.arange(len(c)), humans] = participants
+    return c
+
+
 def condition_algorithm(condition: Any, pool_fea: Any | None) -> Algorithm:
     """The policy of a protocol condition; FEA bounds from the pool where it takes them."""
     bounds = condition.fea_bounds or ((pool_fea.lo, pool_fea.hi) if pool_fea else (0.0, 1.0))
@@ -186,8 +232,10 @@ def plan(pool: pd.DataFrame, protocol: Any, pool_fea: Any | None,
     rng = np.random.default_rng(options.seed)
     by_id = {condition.id: condition for condition in protocol.conditions}
     first, second = conditions or tuple(by_id)[:2]
-    rows = rng.permutation(len(pool))[:TEAM_SAMPLE]
-    c, p = coefficients(pool.iloc[np.sort(rows)])
+    teams = pool.iloc[np.sort(rng.permutation(len(pool))[:TEAM_SAMPLE])]
+    c, p = coefficients(teams)
+    c = with_participants(c, participant_humans(teams, protocol.pool_spec().teammate.role, rng),
+                          participant_capabilities(protocol, options.pilot, len(teams), rng))
     kits = tuple(protocol.kits)
     goals = [solve_batch(c, p, condition_algorithm(by_id[name], pool_fea), kits
                          ).goal_allocations for name in (first, second)]

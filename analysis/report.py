@@ -643,8 +643,10 @@ def _plan_section(pool: pd.DataFrame, protocol: object, spec: PoolSpec, study: S
     curves, needed = plan.plan(pool, protocol, spec.fea, plan_options)
     return Section("Planning the next study", (
         "Participants (each in both conditions) needed to detect the difference in team "
-        "cookies the two conditions' policies give on this pool with the decorator model "
-        "(paired t test), and a one-point difference in a Likert item (Wilcoxon test), at "
+        "cookies the two conditions' policies give on this pool, its teams' participants "
+        "given the capabilities of people of the human decorating-speed model, with the "
+        "decorator model (paired t test), and a one-point difference in a Likert item "
+        "(Wilcoxon test), at "
         f"80% power and alpha 0.05, from {options.plan_simulations} simulated studies per "
         "size. " + (f"The Likert spread ({sd:.2f}) is the analysed ratings' mean "
                     "within-condition sd." if sd else "The Likert spread is the default.")

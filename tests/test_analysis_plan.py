@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from web_support import DEMO, ROOT
 
 from analysis import cli, plan
 from study.decorator import Decorator
@@ -86,3 +87,76 @@ def test_help_shows_plain_numbers(capsys):
     text = capsys.readouterr().out
     assert "np.float64" not in text and "0.1, ..., 1" in text
     assert "(default: None)" not in text and "(default: 100000)" in text
+
+
+def pilot_database(path, protocol_name: str, speeds: list[tuple[float, float]]):
+    """A pilot database whose participants finished practice at ``speeds`` (squares,
+    letters cookies per second)."""
+    from study.storage import Storage
+
+    storage = Storage(path)
+    for k, pair in enumerate(speeds):
+        pid = storage.insert("participants", {"code": f"pilot-{k}", "protocol": protocol_name,
+                                               "created_at": 1e9, "step": "done"})
+        for task_type, speed in enumerate(pair):
+            storage.insert("measurements", {"participant_id": pid, "kind": "capability",
+                                            "task_type": task_type, "value": 0.5,
+                                            "speed": speed, "at": 1e9 + k})
+    storage.close()
+    return path
+
+
+def test_participants_are_drawn_from_the_pilots_measured_capabilities(tmp_path):
+    from study.protocol import load_protocol
+
+    protocol = load_protocol(ROOT / "protocols" / "study2.toml")
+    squares, letters = (cookie.reference_speed for cookie in protocol.cookies)
+    measured = [(0.25 * squares, 0.70 * letters), (0.30 * squares, 0.90 * letters),
+                (0.50 * squares, 2.00 * letters)]  # the last one's letters clip at 0.99
+    pilot = pilot_database(tmp_path / "pilot.sqlite", "study2", measured)
+    drawn = plan.participant_capabilities(protocol, pilot, 300, np.random.default_rng(1))
+    assert drawn.shape == (300, 2)
+    rows = {tuple(np.round(row, 6)) for row in drawn}
+    assert rows == {(0.25, 0.7), (0.3, 0.9), (0.5, 0.99)}
+
+
+def test_without_a_pilot_participants_are_people_of_the_human_model():
+    from study.bots.human import PERSON_SPREAD
+    from study.protocol import load_protocol
+
+    protocol = load_protocol(DEMO)
+    drawn = plan.participant_capabilities(protocol, None, 300, np.random.default_rng(2))
+    assert drawn.shape == (300, 2) and ((drawn >= 0.01) & (drawn <= 0.99)).all()
+    # People differ by a speed factor with a log sd of PERSON_SPREAD (plus a round's own
+    # noise): far narrower than the pool's uniform [0.01, 0.99] (log sd about 1).
+    spread = np.log(drawn).std(axis=0)
+    assert (spread > PERSON_SPREAD / 2).all() and (spread < 3 * PERSON_SPREAD).all(), spread
+
+
+def test_the_plan_puts_the_drawn_participants_in_the_participants_seat():
+    c = np.zeros((3, 2, 2))
+    humans = np.array([0, 1, 1])
+    people = np.array([[0.2, 0.7], [0.3, 0.8], [0.4, 0.9]])
+    seated = plan.with_participants(c, humans, people)
+    assert (seated[[0, 1, 2], humans] == people).all()
+    assert (seated[[0, 1, 2], 1 - humans] == 0).all() and (c == 0).all()
+
+
+def test_plan_command_takes_a_pilot(tmp_path, capsys):
+    from web_support import small_pool
+
+    from study.protocol import load_protocol
+
+    references = [cookie.reference_speed for cookie in load_protocol(DEMO).cookies]
+    pilot = pilot_database(tmp_path / "pilot.sqlite", "demo",
+                           [(0.3 * references[0], 0.8 * references[1])] * 5)
+    pool = small_pool(tmp_path / "pools")
+    out = tmp_path / "plan"
+    assert cli.main(["plan", str(DEMO), "--pool", pool.name, "--out", str(out),
+                     "--simulations", "30", "--participants", "6,12", "--pilot",
+                     str(pilot)]) == 0
+    assert set(pd.read_csv(out / "plan.csv")["participants"]) == {6, 12}
+    other = pilot_database(tmp_path / "other.sqlite", "study2", [(0.1, 0.1)] * 5)
+    assert cli.main(["plan", str(DEMO), "--pool", pool.name, "--out", str(out), "--pilot",
+                     str(other)]) == 2
+    assert "holds participants of protocol 'study2', not 'demo'" in capsys.readouterr().err
