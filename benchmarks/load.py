@@ -16,7 +16,7 @@ takes a new one. After the ramp and a settling pause, a window of steady state i
 - cookie ack p50/p95/p99: from first sending a cookie to its acknowledgement, at the bot
   (a cookie resent after 4 s without an answer, as the page does, counts from the first);
 - round-closing drift p95/max: ``closed_at - deadline`` of the rounds closed by the
-  scheduler (``close_reason = 'deadline'``) whose deadline fell in the window;
+  scheduler (``close_reason`` ``deadline`` or ``late``) whose deadline fell in the window;
 - messages per second: client messages the server handled in the window (accepted, stored
   in ``messages``, or refused, logged in ``rejections``);
 - CPU per message: the server's processes (gunicorn, HAProxy, Redis) CPU time in the window
@@ -206,8 +206,8 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
     cookie = np.array([a.latency for a in in_window]) * 1000
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
         drift = np.array([d for (d,) in connection.execute(
-            "SELECT closed_at - deadline FROM rounds WHERE close_reason = 'deadline' AND "
-            "deadline BETWEEN ? AND ?", (plan.measure_from, plan.end))]) * 1000
+            "SELECT closed_at - deadline FROM rounds WHERE close_reason IN ('deadline', "
+            "'late') AND deadline BETWEEN ? AND ?", (plan.measure_from, plan.end))]) * 1000
         messages = sum(connection.execute(f"SELECT count(*) FROM {table} WHERE at BETWEEN ? "
                                           "AND ?", (plan.measure_from, plan.end)).fetchone()[0]
                        for table in ("messages", "rejections"))

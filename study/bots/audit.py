@@ -35,10 +35,10 @@ def missing_acknowledged(db: Path, log: AckLog) -> list[tuple[str, str, str]]:
 
 
 def closing_drift(db: Path, codes: list[str] | None = None) -> np.ndarray:
-    """Seconds between each closed round's deadline and its closing by the scheduler
-    (rounds closed by recovery after a restart are left out)."""
+    """Seconds between each closed round's deadline and its closing by the scheduler, in
+    time or late (rounds closed by recovery after a restart are left out)."""
     sql = ("SELECT r.closed_at - r.deadline FROM rounds r JOIN participants p ON "
-           "p.id = r.participant_id WHERE r.close_reason = 'deadline'")
+           "p.id = r.participant_id WHERE r.close_reason IN ('deadline', 'late')")
     params: list[str] = []
     if codes is not None:
         sql += f" AND p.code IN ({','.join('?' * len(codes))})"
