@@ -31,7 +31,8 @@ def outside_the_screen(page: Page) -> list[str]:
     return page.evaluate("""() => {
         const off = [];
         if (scrollX !== 0 || scrollY !== 0) off.push('scrolled to ' + scrollX + ',' + scrollY);
-        const nodes = [...document.querySelectorAll('.bakery .cookie, .tray .tile, #teammate-cookie')];
+        const nodes = [...document.querySelectorAll(
+            '.bakery .cookie, .tray .tile, #teammate-cookie')];
         for (const node of nodes) {
             const box = node.getBoundingClientRect();
             if (box.top < 0 || box.left < 0 || box.bottom > innerHeight || box.right > innerWidth)
