@@ -5,7 +5,8 @@ Config keys: ``PROTOCOL`` (path, required), ``DATABASE`` (default ``var/<name>.s
 ``POOL_DIR``), ``CLOCK`` (a function returning epoch seconds; tests inject one),
 ``SCHEDULER`` (start the round scheduler thread, default True),
 ``ASYNC_MODE`` (Socket.IO's: ``threading`` by default, ``gevent`` under ``study serve``),
-``MESSAGE_QUEUE`` (a Redis URL shared by several server processes, default none),
+``MESSAGE_QUEUE`` (a Redis URL shared by several server processes, default none; it also
+holds the participants' message rate limits, ``study.web.admission``),
 ``DURABILITY`` (``full`` by default, or ``normal``: what a commit waits for, see
 ``study.storage.SYNCHRONOUS``),
 ``STUDY_CONSOLE_PASSWORD`` (the experimenter console's; see ``study.web.auth``),
@@ -66,6 +67,8 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
     journey = Journey(protocol, storage, teammates, clock,
                       lambda code, event, payload: socketio.emit(event, payload, to=code),
                       **({"background": background} if background else {}))
+    if config.get("MESSAGE_QUEUE"):  # message rate limits hold across the processes
+        journey.admission.share(config["MESSAGE_QUEUE"], f"study-{protocol.name}:rate")
     processes = Processes(storage, clock)
     app.extensions["study"] = journey
     app.extensions["processes"] = processes

@@ -5,15 +5,23 @@ The transport already drops anything above ``MAX_TRANSPORT_BYTES`` by closing th
 connection; below that, a payload above ``MAX_PAYLOAD_BYTES`` or a burst beyond the
 participant's rate is refused like any other bad message (logged, nothing changed), so a
 stuck or hostile tab cannot flood the database or starve the other participants.
+
+With a Redis message queue (several server processes), a participant's buckets live in
+Redis, so a flood split over the processes is limited as one: one atomic script call per
+message. Without Redis, and in each process while Redis is away, they live in memory.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+import redis
 
 from study.web.holds import check_hold
 from study.web.rejections import Rejected
@@ -26,6 +34,29 @@ RATE = 5.0  # ... refilled at this many per second (a cookie takes seconds, a pa
 # a second for a whole squares cookie, which must never use up the cookie's own message.
 PROGRESS_BURST = 40
 PROGRESS_RATE = 12.0
+# After Redis failed, the buckets stay in this process's memory this long before it is
+# tried again (a message never waits on a Redis that is away).
+REDIS_RETRY_SECONDS = 5.0
+REDIS_TIMEOUT_SECONDS = 1.0
+# ``RateLimiter.allow`` as one atomic script: KEYS[1] the bucket; ARGV burst, rate, now,
+# and the seconds after which an untouched bucket is full again (then it is dropped).
+TOKEN_BUCKET = """
+local burst, rate, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens, last = tonumber(state[1]) or burst, tonumber(state[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - last) * rate)
+local allowed = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+  allowed = 1
+end
+redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens),
+           'at', string.format('%.17g', math.max(now, last)))
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return allowed
+"""
+
+log = logging.getLogger(__name__)
 
 
 class RateLimiter:
@@ -49,6 +80,37 @@ class RateLimiter:
             return allowed
 
 
+class SharedRateLimiter:
+    """``RateLimiter``'s buckets in Redis, shared by every server process; ``local`` (this
+    process's own buckets) stands in while Redis is away, as Flask-Limiter's limits do."""
+
+    def __init__(self, client: redis.Redis, prefix: str, local: RateLimiter) -> None:
+        self.local = local
+        self.prefix = prefix
+        self.script = client.register_script(TOKEN_BUCKET)
+        self.full_after = math.ceil(local.burst / local.rate) + 1  # seconds
+        self.retry_at = 0.0
+
+    @property
+    def burst(self) -> int:
+        return self.local.burst
+
+    @property
+    def rate(self) -> float:
+        return self.local.rate
+
+    def allow(self, key: str) -> bool:
+        if time.monotonic() >= self.retry_at:
+            try:
+                return bool(self.script(keys=[f"{self.prefix}:{key}"], args=[
+                    self.burst, self.rate, repr(self.local.clock()), self.full_after]))
+            except redis.RedisError as error:
+                self.retry_at = time.monotonic() + REDIS_RETRY_SECONDS
+                log.warning("message rate limits in this process's memory for %g s: "
+                            "Redis failed (%s)", REDIS_RETRY_SECONDS, error)
+        return self.local.allow(key)
+
+
 def payload_size(payload: Any) -> int:
     """Bytes of the payload as JSON (what arrived, give or take the framing)."""
     try:
@@ -63,8 +125,18 @@ class Admission:
 
     def __init__(self, storage: Any, clock: Callable[[], float] = time.monotonic) -> None:
         self.storage = storage
-        self.limiter = RateLimiter(clock=clock)
-        self.progress_limiter = RateLimiter(PROGRESS_BURST, PROGRESS_RATE, clock=clock)
+        self.limiter: RateLimiter | SharedRateLimiter = RateLimiter(clock=clock)
+        self.progress_limiter: RateLimiter | SharedRateLimiter = RateLimiter(
+            PROGRESS_BURST, PROGRESS_RATE, clock=clock)
+
+    def share(self, url: str, prefix: str) -> None:
+        """Keep the participants' buckets in the Redis at ``url`` (the processes' message
+        queue), under keys starting with ``prefix``."""
+        client = redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT_SECONDS,
+                                      socket_connect_timeout=REDIS_TIMEOUT_SECONDS)
+        self.limiter = SharedRateLimiter(client, f"{prefix}:messages", self.limiter)
+        self.progress_limiter = SharedRateLimiter(client, f"{prefix}:progress",
+                                                  self.progress_limiter)
 
     def check(self, participant: dict[str, Any], event: str, payload: Any) -> None:
         if payload_size(payload) > MAX_PAYLOAD_BYTES:
