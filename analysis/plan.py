@@ -191,7 +191,7 @@ def participant_capabilities(protocol: Any, pilot: Path | None, people: int,
 
         measured = coefficients(read_pilot(pilot, protocol).speeds, references)
         return measured[rng.integers(0, len(measured), people)]
-    from study.web.rounds import target
+    from study.cookies import target
 
     targets = [target(protocol, task_type) for task_type in range(len(references))]
     speeds = population_speeds(targets, protocol.practice_seconds, people,

@@ -23,8 +23,8 @@ from study.bots.human import (
     population_speeds,
     share_in_ranges,
 )
+from study.cookies import target
 from study.protocol import load_protocol
-from study.web.rounds import target
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = ("demo", "study1", "study2")

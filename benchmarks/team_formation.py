@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 
 from study.bots.human import Human, measured_speed
+from study.cookies import target
 from study.pool import Pool, PoolSpec, build_pool
 from study.pool.forming import targets
 from study.protocol import load_protocol, preference_coefficient
-from study.web.rounds import target
 
 ROOT = Path(__file__).resolve().parents[1]
 PACES = np.geomspace(0.5, 2.0, 7)

@@ -18,8 +18,8 @@ from test_browser_journey import Participant, browser  # noqa: F401
 from web_support import DEMO, LiveServer, make_app
 
 from study.bots.human import Human
+from study.cookies import target
 from study.protocol import load_protocol
-from study.web.rounds import target
 from study.web.teammate import PoolTeammates
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

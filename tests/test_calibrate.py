@@ -22,10 +22,10 @@ from web_support import FakeClock, make_app
 from study.bots.human import DESKTOP, Human, Layout
 from study.calibration import MIN_PARTICIPANTS, reference_speed
 from study.cli import main
+from study.cookies import letters_target
 from study.pool import Pool, PoolSpec, ensure_pool
 from study.protocol import load_protocol
 from study.web.holds import apply_action, ensure_tables
-from study.web.targets import letters_target
 from study.web.teammate import PoolTeammates
 
 STUDY2 = PROTOCOLS / "study2.toml"

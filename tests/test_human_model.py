@@ -22,11 +22,10 @@ from study.bots.human import (
     share_in_ranges,
 )
 from study.bots.servers import quick_protocol
+from study.cookies import letters_target, matches, squares_target, target
 from study.protocol import load_protocol
 from study.web import create_app
 from study.web.progress import placement
-from study.web.rounds import target
-from study.web.targets import letters_target, matches, squares_target
 from study.web.teammate import PoolTeammates
 
 PROTOCOLS = Path(__file__).resolve().parents[1] / "protocols"

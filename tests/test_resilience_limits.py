@@ -10,6 +10,7 @@ import pytest
 from web_support import DEMO, FakeClock, LiveServer, page_socket
 
 from study.bots.client import AckLog, Connection, _Lost
+from study.cookies import letters_target
 from study.protocol import load_protocol
 from study.storage import SCHEMA
 from study.web import create_app
@@ -19,7 +20,6 @@ from study.web.admission import (
     MAX_TRANSPORT_BYTES,
     PROGRESS_BURST,
 )
-from study.web.targets import letters_target
 from study.web.teammate import PoolTeammates
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from study.cookies import matches, squares_grid, squares_target
 from study.decorator import Decorator, coefficient_from_speed, round_rng, speed_from_coefficient
-from study.web.targets import matches, squares_grid, squares_target
 
 
 def test_speed_and_capability_are_inverse_within_the_range():

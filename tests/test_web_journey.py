@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from web_support import STUDY2, FakeClock, make_app, msg, page_socket, small_pool
 
+from study.cookies import letters_of
 from study.storage import SERVER_SCHEMA
-from study.web.targets import letters_of
 
 
 class Browser:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from study.cookies import target
 from study.protocol import Item, Protocol, Questionnaire, Scale
 from study.web import holds, rounds, withdrawal
 from study.web.rejections import Rejected
@@ -104,7 +105,7 @@ def teammate_station(protocol: Protocol, storage: Any, row: dict[str, Any]) -> d
     teammate = storage.one("SELECT * FROM teammates WHERE participant_id = ?",
                            (row["participant_id"],))
     speed = rounds.teammate_decorator(protocol, teammate, row).speed(row["teammate_task_type"])
-    return {"target": rounds.target(protocol, row["teammate_task_type"], row["teammate_theme"]),
+    return {"target": target(protocol, row["teammate_task_type"], row["teammate_theme"]),
             "cookie_seconds": 1.0 / speed}
 
 

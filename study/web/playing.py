@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from study.cookies import matches, target
 from study.protocol import TASK_NAMES, Protocol
 from study.solver import Policy
 from study.storage import Storage, to_json
@@ -21,7 +22,6 @@ from study.web import rounds
 from study.web.inputs import whole
 from study.web.pages import ROUND_STEPS
 from study.web.rejections import Rejected
-from study.web.targets import matches
 from study.web.teammate import policy_of
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class Rounds:
         since = now - (previous["at"] or row["started_at"])  # type: ignore[index]
         if since < self.protocol.min_cookie_seconds:
             raise Rejected("too-fast", f"{since:.3f} s after the previous cookie")
-        if not matches(rounds.target(self.protocol, row["task_type"], row["theme"]), content):
+        if not matches(target(self.protocol, row["task_type"], row["theme"]), content):
             raise Rejected("wrong-cookie", "the cookie does not match its target")
         count = row["participant_cookies"] + 1
         self.storage.insert("cookies", {

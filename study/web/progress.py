@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from study.cookies import target
 from study.protocol import Protocol
 from study.storage import Storage
-from study.web import rounds
 from study.web.holds import held_intervals
 from study.web.rejections import Rejected
 
@@ -131,7 +131,7 @@ class PartialCookies:
         """Store one placed element: the cookie as now decorated, checked on the server."""
         row, content = self._running_round_of(participant, payload, now, "progress")
         round_id = row["id"]
-        placed = placement(rounds.target(self.protocol, row["task_type"], row["theme"]), content)
+        placed = placement(target(self.protocol, row["task_type"], row["theme"]), content)
         self.storage.insert("progress", {
             "round_id": round_id, "participant_id": participant["id"],
             "cookie": row["participant_cookies"] + 1, "at": now, "placed": placed.placed,

@@ -11,21 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from study.cookies import theme_scale
 from study.decorator import Decorator, round_rng
-from study.protocol import TASK_NAMES, Protocol
+from study.protocol import Protocol
 from study.solver import Policy
-from study.web.targets import letters_target, squares_target
-
-
-def target(protocol: Protocol, task_type: int, theme_id: str | None = None,
-           ) -> dict[str, Any]:
-    """The finished cookie of a task type, decorated with the theme assigned to it: the
-    round's own (``rounds.theme``), else the protocol's (rounds stored before themes were
-    recorded per round)."""
-    theme = protocol.theme_of(task_type) if theme_id is None else protocol.theme(theme_id)
-    if TASK_NAMES[task_type] == "letters":
-        return {**letters_target(theme.text), "theme": theme.id, "colour": theme.colour}
-    return {**squares_target(theme.initials), "theme": theme.id, "colour": theme.colour}
 
 
 def themes_of(protocol: Protocol, participant: dict[str, Any]) -> tuple[str, ...]:
@@ -46,22 +35,6 @@ def held_before(allocations: list[dict[str, Any]], humans: int, types: int) -> n
 def next_kits(policy: Policy, held: np.ndarray) -> tuple[int, ...]:
     """The kit type per human the robot delivers next: the policy asked about the state."""
     return policy.action(held)
-
-
-def cookie_elements(protocol: Protocol, task_type: int, theme_id: str | None = None) -> int:
-    """Elements (letters, or boxes) of a cookie of ``task_type`` with the theme."""
-    finished = target(protocol, task_type, theme_id)
-    return len(finished["letters"] if "letters" in finished else finished["cells"])
-
-
-def theme_scale(protocol: Protocol, task_type: int, theme_id: str | None) -> float:
-    """How many of the protocol's own cookies of ``task_type`` (its ``[cookies]`` theme,
-    which the reference speed is in) one cookie with ``theme_id`` is worth: a theme with
-    longer text makes a cookie of more elements. Themes assigned by rating would otherwise
-    make the capability depend on the theme."""
-    if theme_id is None or theme_id == protocol.cookies[task_type].theme:
-        return 1.0
-    return cookie_elements(protocol, task_type, theme_id) / cookie_elements(protocol, task_type)
 
 
 def teammate_decorator(protocol: Protocol, teammate: dict[str, Any],

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from study.cookies import target
 from study.protocol import TASK_NAMES, Protocol
 from study.storage import Storage
-from study.web import pages, rounds
+from study.web import pages
 from study.web.admission import Admission
 from study.web.pages import ROUND_STEPS, STEPS, session_number
 from study.web.rejections import Rejected
@@ -86,7 +87,7 @@ class PageState:
         state = {"id": row["id"], "number": row["number"], "started_at": row["started_at"],
                  "deadline": row["deadline"], "task_type": row["task_type"],
                  "task_name": row["task_name"], "cookies": row["participant_cookies"],
-                 "target": rounds.target(self.protocol, row["task_type"], row["theme"]),
+                 "target": target(self.protocol, row["task_type"], row["theme"]),
                  "teammate": None}
         if row["teammate_task_type"] is not None:
             now = self.clock()

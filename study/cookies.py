@@ -1,4 +1,5 @@
-"""What a finished cookie must look like, so the server can check it before counting it.
+"""What a finished cookie must look like, so the server can check it before counting it,
+and the bots, the human model and the analysis can decorate and measure it.
 
 Letters cookies spell the theme's text with whole letters; squares cookies draw the theme's
 initials box by box on a grid, from a small built-in 3x5 pixel font.
@@ -9,6 +10,8 @@ from __future__ import annotations
 import functools
 import re
 from typing import Any
+
+from study.protocol import TASK_NAMES, Protocol
 
 GLYPH_ROWS, GLYPH_COLS = 5, 3
 FONT: dict[str, tuple[str, ...]] = {
@@ -78,3 +81,30 @@ def matches(target: dict[str, Any], content: Any) -> bool:
     if not all(isinstance(cell, int) and not isinstance(cell, bool) for cell in content):
         return False
     return len(content) == len(set(content)) and sorted(content) == target["cells"]
+
+
+def target(protocol: Protocol, task_type: int, theme_id: str | None = None,
+           ) -> dict[str, Any]:
+    """The finished cookie of a task type, decorated with the theme assigned to it: the
+    round's own (``rounds.theme``), else the protocol's (rounds stored before themes were
+    recorded per round)."""
+    theme = protocol.theme_of(task_type) if theme_id is None else protocol.theme(theme_id)
+    if TASK_NAMES[task_type] == "letters":
+        return {**letters_target(theme.text), "theme": theme.id, "colour": theme.colour}
+    return {**squares_target(theme.initials), "theme": theme.id, "colour": theme.colour}
+
+
+def cookie_elements(protocol: Protocol, task_type: int, theme_id: str | None = None) -> int:
+    """Elements (letters, or boxes) of a cookie of ``task_type`` with the theme."""
+    finished = target(protocol, task_type, theme_id)
+    return len(finished["letters"] if "letters" in finished else finished["cells"])
+
+
+def theme_scale(protocol: Protocol, task_type: int, theme_id: str | None) -> float:
+    """How many of the protocol's own cookies of ``task_type`` (its ``[cookies]`` theme,
+    which the reference speed is in) one cookie with ``theme_id`` is worth: a theme with
+    longer text makes a cookie of more elements. Themes assigned by rating would otherwise
+    make the capability depend on the theme."""
+    if theme_id is None or theme_id == protocol.cookies[task_type].theme:
+        return 1.0
+    return cookie_elements(protocol, task_type, theme_id) / cookie_elements(protocol, task_type)
