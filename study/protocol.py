@@ -28,6 +28,7 @@ from study.protocol_schema import (
     ROUND_ORDERS,
     TASK_NAMES,
 )
+from study.texts import DEFAULT_TEXTS
 from study.tomlsource import ProtocolError, TomlSource
 
 if TYPE_CHECKING:
@@ -158,6 +159,7 @@ class Protocol:
     recruitment: Recruitment = field(default_factory=Recruitment)
     analysis: AnalysisRules = field(default_factory=AnalysisRules)
     bonus: schema.Bonus | None = None
+    texts: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_TEXTS))
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -286,6 +288,7 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
         pool=pool,
         recruitment=_recruitment(doc.recruitment),
         bonus=doc.bonus,
+        texts={**DEFAULT_TEXTS, **doc.texts.model_dump(exclude_none=True)},
         analysis=AnalysisRules(tuple(doc.analysis.exclude),
                                doc.analysis.keep_completed_sessions_of_incomplete,
                                doc.analysis.manipulation_check_item,

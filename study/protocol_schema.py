@@ -23,6 +23,7 @@ from pydantic import (
 
 from study.pool.names import TEAMMATE_RULES, UNPLACED
 from study.terms import ALGORITHMS, EXCLUSION_RULES
+from study.texts import DEFAULT_TEXTS, placeholders
 
 TASK_NAMES = ("squares", "letters")
 ROUND_ORDERS = ("default", "anytime-fair")
@@ -44,6 +45,7 @@ URL_PATTERN = r"^https?://"
 COLOUR_PATTERN = r"^#[0-9a-fA-F]{6}$"
 INITIALS_PATTERN = r"^[A-Za-z0-9!]{1,4}$"
 VISIBLE = r"\S"
+LANGUAGE_PATTERN = r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$"
 
 # Readable wording for the patterns above, used in error messages.
 PATTERN_HINTS = {
@@ -56,6 +58,7 @@ PATTERN_HINTS = {
     INITIALS_PATTERN: "must be 1 to 4 letters, digits or '!'",
     VISIBLE: "must not be empty",
     URL_PATTERN: "must be an http:// or https:// address",
+    LANGUAGE_PATTERN: 'must be a language tag like "en", "de" or "pt-BR"',
 }
 
 LIMITS = {"kits_per_type": 64, "pool_teams": 5_000_000, "seconds": 3600,
@@ -304,6 +307,36 @@ class Questionnaires(Strict):
     post: Questionnaire = Field(description="Asked once, after both sessions.")
 
 
+# --- [texts] ------------------------------------------------------------------------------
+
+
+def _fills_in(key: str) -> AfterValidator:
+    """An override may use its default's placeholders, no others (the page fills in only
+    those)."""
+    allowed = placeholders(DEFAULT_TEXTS[key])
+
+    def check(value: str) -> str:
+        unknown = sorted(placeholders(value) - allowed)
+        if unknown:
+            known = ", ".join(f"{{{name}}}" for name in sorted(allowed)) or "none"
+            raise ValueError(f"{{{unknown[0]}}} is not filled in here (placeholders: {known})")
+        return value
+    return AfterValidator(check)
+
+
+def _text_key(key: str) -> tuple[Any, Any]:
+    if key == "language":
+        return str | None, Field(None, pattern=LANGUAGE_PATTERN,
+                                 json_schema_extra={"default": DEFAULT_TEXTS[key]},
+                                 description="The pages' language (a BCP 47 tag).")
+    return Annotated[str, _fills_in(key)] | None, _text(
+        2000, f"Default: {DEFAULT_TEXTS[key]!r}", default=None)
+
+
+Texts = create_model("Texts", __base__=Strict,
+                     **{key: _text_key(key) for key in DEFAULT_TEXTS})  # type: ignore[call-overload]
+
+
 # --- [recruitment], [analysis] -------------------------------------------------------------
 
 
@@ -445,6 +478,9 @@ class ProtocolFile(Strict):
     scales: dict[Identifier, Scale] = Field(min_length=1, max_length=20)
     preferences: Preferences
     questionnaires: Questionnaires
+    texts: Texts = Field(default_factory=Texts,  # type: ignore[valid-type]
+                         description="The page's own words (buttons, labels, timers, "
+                                     "messages), each overriding its default.")
     recruitment: Recruitment = Field(default_factory=Recruitment)
     bonus: Bonus | None = Field(None, description="Performance bonus; `study export --bonus` "
                                                   "writes the platform's bulk bonus file.")

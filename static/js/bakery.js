@@ -18,6 +18,13 @@
   let timer = null;
   const delivered = deliveredRounds();  // rounds whose kit hand-out this tab already showed
   const pending = new Map(); // msg_id -> [event, payload] sent but not yet acknowledged
+  // Every word the page shows: the protocol's [texts] over the defaults of study/texts.py.
+  const TEXTS = JSON.parse(document.getElementById("texts").textContent);
+
+  function t(key, values) {
+    return TEXTS[key].replace(/\{([a-z_]+)\}/g, (whole, name) =>
+      (values && name in values ? String(values[name]) : whole));
+  }
 
   // --- talking to the server -------------------------------------------------------------
 
@@ -69,7 +76,7 @@
 
   // The server could not store a message (its disk is full; docs/socket-protocol.md): no
   // refusal. The message stays pending and goes again after `retry_after` seconds, and a
-  // calm banner (the server's words) shows until an answer comes through; null hides it.
+  // calm banner shows until an answer comes through; null hides it.
   function oneMoment(reply, retry) {
     let banner = document.getElementById("one-moment");
     if (!reply) { if (banner) banner.hidden = true; return; }
@@ -77,7 +84,7 @@
       banner = el("div", { id: "one-moment", class: "one-moment", role: "status" });
       document.body.append(banner);
     }
-    banner.textContent = reply.detail;
+    banner.textContent = t("storage_wait");
     banner.hidden = false;
     setTimeout(retry, 1000 * (reply.retry_after || 5));
   }
@@ -87,13 +94,9 @@
   const QUIET = new Set(["duplicate", "out-of-order", "paused", "aborted", "finished"]);
 
   function explain(reason) {
-    const texts = {
-      "too-fast": "Easy there — that cookie was too quick to count.",
-      "wrong-cookie": "That cookie does not match the pattern.",
-      "round-closed": "Time was up before that cookie arrived.",
-      "invalid-answer": "Please answer every question.",
-    };
-    return texts[reason] || "The bakery could not take that (" + reason + ").";
+    const key = reason.replace(/-/g, "_");
+    return ["too_fast", "wrong_cookie", "round_closed", "invalid_answer"].includes(key)
+      ? t(key) : t("refused", { reason: reason });
   }
 
   socket.on("connect", () => {
@@ -115,12 +118,8 @@
   }
 
   function refusedJoin(reason) {
-    const texts = {
-      "other-browser": ["This study is open in another browser", "Please continue in the browser where you started. If that is not possible, ask the experimenter to release your link; then reload this page."],
-      "no-cookie": ["Cookies are needed", "This study keeps your place with a cookie. Please allow cookies for this site and reload the page."],
-    };
-    const [title, text] = texts[reason] || ["This link is not valid", "Please check the link you were given."];
-    showMessage(title, text);
+    const key = { "other-browser": "other_browser", "no-cookie": "no_cookie" }[reason] || "bad_link";
+    showMessage(t(key + "_title"), t(key + "_text"));
   }
 
   socket.on("elsewhere", showElsewhere);
@@ -129,8 +128,8 @@
     displaced = true;
     renderedKey = null;
     clearInterval(timer);
-    showMessage("This study is open in another tab", "You opened this study in another tab or window of this browser, so this one is paused.",
-      el("button", { class: "button primary", type: "button", "data-action": "continue-here", onclick: join }, "Continue here"));
+    showMessage(t("other_tab_title"), t("other_tab_text"),
+      el("button", { class: "button primary", type: "button", "data-action": "continue-here", onclick: join }, t("continue_here")));
   }
   socket.on("disconnect", () => { document.getElementById("offline").hidden = false; });
   socket.on("state", receive);
@@ -275,8 +274,8 @@
 
   function viewConsent() {
     return card(state.page, el("div", { class: "actions" },
-      button("I agree to take part", () => submit({ agree: true }), "primary", { "data-action": "agree" }),
-      button("I do not agree", () => submit({ agree: false }), "secondary", { "data-action": "decline" })));
+      button(t("agree"), () => submit({ agree: true }), "primary", { "data-action": "agree" }),
+      button(t("decline"), () => submit({ agree: false }), "secondary", { "data-action": "decline" })));
   }
 
   function themeCard(theme) {
@@ -286,12 +285,12 @@
       el("p", {}, theme.description),
       // Said only when every participant gets the same themes: assigned by rating, the
       // cookie a theme goes on is decided after this page.
-      theme.cookie ? el("p", { class: "theme-cookie-type" }, "Decorated on the " + theme.cookie + " cookies") : null);
+      theme.cookie ? el("p", { class: "theme-cookie-type" }, t("theme_cookie", { cookie: t(theme.cookie) })) : null);
   }
 
   function viewThemes() {
     return card(state.page, el("div", { class: "themes" }, state.page.themes.map(themeCard)),
-      el("div", { class: "actions" }, button("Continue", () => submit(), "primary", { "data-action": "continue" })));
+      el("div", { class: "actions" }, button(t("continue"), () => submit(), "primary", { "data-action": "continue" })));
   }
 
   function likert(name, scale, onchange) {
@@ -308,7 +307,7 @@
   function viewPreferences() {
     const page = state.page;
     const ratings = {};
-    const go = button("Continue", () => submit({ ratings: ratings }), "primary", { disabled: true, "data-action": "continue" });
+    const go = button(t("continue"), () => submit({ ratings: ratings }), "primary", { disabled: true, "data-action": "continue" });
     const rows = page.themes.map((theme) => el("div", { class: "question" },
       el("div", { class: "question-theme" }, themeCard(theme)),
       el("div", { class: "question-body" }, el("p", {}, page.prompt),
@@ -322,18 +321,18 @@
 
   function viewTeammate() {
     return card(state.page, el("div", { class: "teammate-hello" }, svgUse("baker", "baker"),
-      el("p", {}, "Your teammate's station is in the room next door — the programs are synced.")),
-      el("div", { class: "actions" }, button("Continue", () => submit(), "primary", { "data-action": "continue" })));
+      el("p", {}, t("teammate_hello"))),
+      el("div", { class: "actions" }, button(t("continue"), () => submit(), "primary", { "data-action": "continue" })));
   }
 
   function viewIntro() {
     const page = state.page;
     const bubble = state.page.transparency || null;
     return el("section", { class: "card robot-intro", "data-step": state.step },
-      el("div", { class: "robot-portrait" }, svgUse("robot", "robot big"), el("div", { class: "nameplate" }, "Robot " + page.robot)),
+      el("div", { class: "robot-portrait" }, svgUse("robot", "robot big"), el("div", { class: "nameplate" }, t("robot_name", { robot: page.robot }))),
       el("div", {}, el("h2", {}, page.title), paragraphs(page.text),
         bubble ? el("blockquote", { class: "bubble" }, bubble) : null,
-        el("div", { class: "actions" }, button("Start the session", () => submit(), "primary", { "data-action": "continue" }))));
+        el("div", { class: "actions" }, button(t("start_session"), () => submit(), "primary", { "data-action": "continue" }))));
   }
 
   function viewQuestionnaire() {
@@ -342,13 +341,13 @@
     const form = page.items.map((item, index) => el("div", { class: "question-item", "data-item": item.id,
       oninput: (e) => e.currentTarget.classList.remove("missing"), onchange: (e) => e.currentTarget.classList.remove("missing") },
       el("p", { class: "item-text" }, (index + 1) + ". " + item.text), questionInput(item, answers),
-      el("p", { class: "missing-note" }, "Please answer this question.")));
-    const go = button("Submit", () => {
+      el("p", { class: "missing-note" }, t("missing_note"))));
+    const go = button(t("submit"), () => {
       const missing = page.items.filter((item) => item.required && (answers[item.id] === undefined || answers[item.id] === ""));
       form.forEach((node, index) => node.classList.toggle("missing", missing.includes(page.items[index])));
       if (missing.length) {
         form[page.items.indexOf(missing[0])].scrollIntoView({ behavior: "smooth", block: "center" });
-        toast(missing.length === 1 ? "One question still needs an answer." : missing.length + " questions still need an answer.");
+        toast(missing.length === 1 ? t("missing_one") : t("missing_many", { count: missing.length }));
         return null;
       }
       return submit({ answers: answers });
@@ -374,16 +373,16 @@
 
   function viewDebrief() {
     return card(state.page, el("div", { class: "actions" },
-      button("Yes, you may use my data", () => submit({ consent: true }), "primary", { "data-action": "keep" }),
-      button("No, delete my data", () => submit({ consent: false }), "secondary", { "data-action": "withdraw" })));
+      button(t("keep_data"), () => submit({ consent: true }), "primary", { "data-action": "keep" }),
+      button(t("delete_data"), () => submit({ consent: false }), "secondary", { "data-action": "withdraw" })));
   }
 
   function viewDone() {
     const token = state.withdraw_token;
     const link = token ? location.origin + "/withdraw/" + token : null;
     return card(state.page, link ? el("div", { class: "withdraw-later" },
-      el("h3", {}, "Changed your mind later?"),
-      el("p", {}, "This private link deletes all your data, at any time. Keep it somewhere safe; nobody else has it."),
+      el("h3", {}, t("withdraw_later_title")),
+      el("p", {}, t("withdraw_later_text")),
       el("p", { class: "private-link" }, el("a", { href: link, "data-action": "withdraw-later" }, link))) : null,
       completion());
   }
@@ -393,23 +392,23 @@
   function completion() {
     if (!completionUrl) return null;
     let left = REDIRECT_SECONDS;
-    const note = el("span", { class: "countdown" }, "Taking you back in " + left + " s.");
-    const stay = el("button", { class: "button secondary", type: "button", "data-action": "stay" }, "Stay on this page");
+    const note = el("span", { class: "countdown" }, t("taking_you_back", { seconds: left }));
+    const stay = el("button", { class: "button secondary", type: "button", "data-action": "stay" }, t("stay"));
     const countdown = setInterval(() => {
       left -= 1;
-      note.textContent = "Taking you back in " + left + " s.";
+      note.textContent = t("taking_you_back", { seconds: left });
       if (left <= 0) { clearInterval(countdown); location.assign(completionUrl); }
     }, 1000);
     stay.addEventListener("click", () => { clearInterval(countdown); note.remove(); stay.remove(); });
     return el("div", { class: "completion" },
-      el("p", {}, el("a", { class: "button primary", href: completionUrl, "data-action": "complete" }, "Complete the study on the platform")),
+      el("p", {}, el("a", { class: "button primary", href: completionUrl, "data-action": "complete" }, t("complete"))),
       el("p", {}, note, " ", stay));
   }
 
   // The ends without completion (declined, withdrawn, not matched, ended by the
   // experimenter): a link back to the recruitment platform when the protocol gives one.
   function returnLink() {
-    return returnUrl ? el("p", {}, el("a", { class: "button primary", href: returnUrl, "data-action": "return" }, "Return to the study platform")) : null;
+    return returnUrl ? el("p", {}, el("a", { class: "button primary", href: returnUrl, "data-action": "return" }, t("return"))) : null;
   }
 
   function viewEnded() { return card(state.page, returnLink()); }
@@ -431,20 +430,19 @@
     leave.hidden = !open;
     if (open && !leave.firstChild) {
       leave.append(el("button", { class: "leave-link", type: "button", "data-action": "leave", onclick: confirmLeave },
-        "Stop and withdraw from the study"));
+        t("leave")));
     }
     if (!open) closeConfirm();
   }
 
   function confirmLeave() {
     const box = document.getElementById("confirm");
-    const stay = button("Keep going", () => { closeConfirm(); return null; }, "primary", { "data-action": "withdraw-cancel" });
+    const stay = button(t("keep_going"), () => { closeConfirm(); return null; }, "primary", { "data-action": "withdraw-cancel" });
     box.replaceChildren(el("div", { class: "confirm-card", role: "dialog", "aria-modal": "true", "aria-labelledby": "confirm-title" },
-      el("h2", { id: "confirm-title" }, "Stop and delete your data?"),
-      el("p", {}, "If you stop now, the study ends here and everything recorded about you — your answers, rounds and cookies — is deleted right away. This cannot be undone."),
-      el("p", {}, "You are free to stop at any time, without giving a reason."),
+      el("h2", { id: "confirm-title" }, t("leave_title")),
+      paragraphs(t("leave_text")),
       el("div", { class: "actions" }, stay,
-        button("Stop and delete my data", () => send("withdraw", {}), "secondary", { "data-action": "withdraw-confirm" }))));
+        button(t("leave_confirm"), () => send("withdraw", {}), "secondary", { "data-action": "withdraw-confirm" }))));
     box.hidden = false;
     stay.focus();
   }
@@ -459,47 +457,47 @@
 
   // --- the bakery: rounds ----------------------------------------------------------------
 
-  function roundTitle(round) {
-    const what = round.session === 0 ? "Practice round" : "Round";
-    return what + " " + (round.number || round.next) + " of " + round.of;
+  function roundTitle(round, start) {
+    const key = (start ? "start_" : "") + (round.session === 0 ? "practice_round" : "round");
+    return t(key, { number: round.number || round.next, of: round.of });
   }
 
   function counter(round) {
     const station = round.station;
     if (!station) return null;
-    return el("div", { class: "fetch-station" }, el("span", { class: "label" }, "Kits waiting"),
-      el("span", { class: "kits squares" }, svgUse("kit", "kit"), "squares × " + station[0]),
-      el("span", { class: "kits letters" }, svgUse("kit", "kit"), "letters × " + station[1]));
+    return el("div", { class: "fetch-station" }, el("span", { class: "label" }, t("kits_waiting")),
+      el("span", { class: "kits squares" }, svgUse("kit", "kit"), t("kits_left", { cookie: t("squares"), count: station[0] })),
+      el("span", { class: "kits letters" }, svgUse("kit", "kit"), t("kits_left", { cookie: t("letters"), count: station[1] })));
   }
 
   function viewReady() {
     const round = state.round;
     const last = state.last_round;
     const summary = last && last.session === round.session ? el("p", { class: "summary" },
-      "Round " + last.number + ": you finished " + last.cookies + " " + last.task_name + " cookie" + (last.cookies === 1 ? "" : "s") +
-      (last.teammate_cookies !== null ? ", your teammate " + last.teammate_cookies + "." : ".")) : null;
-    const robot = state.robot ? "Robot " + state.robot.name + " is ready to bring the next kits." : "";
+      t(last.cookies === 1 ? "summary_one" : "summary_many", { number: last.number, cookies: last.cookies, cookie: t(last.task_name) }) +
+      (last.teammate_cookies !== null ? t("summary_teammate", { teammate: last.teammate_cookies }) : t("summary_end"))) : null;
+    const robot = state.robot ? t("robot_ready", { robot: state.robot.name }) : "";
     return el("section", { class: "card bakery-ready", "data-step": state.step },
       el("h2", {}, state.page.title), paragraphs(state.page.text), summary,
       el("div", { class: "ready-row" }, state.robot ? svgUse("robot", "robot") : null, el("p", {}, robot)),
       counter(round),
-      el("div", { class: "actions" }, button("Start " + roundTitle(round).toLowerCase(),
+      el("div", { class: "actions" }, button(roundTitle(round, true),
         () => send("start_round", { round: round.next }), "primary", { "data-action": "start-round" })));
   }
 
   function viewRound() {
     const round = state.round;
-    const mine = el("div", { class: "station mine" }, el("h3", {}, "Your station"),
-      el("div", { class: "kit-tag" }, svgUse("kit", "kit"), round.task_name + " cookies"),
+    const mine = el("div", { class: "station mine" }, el("h3", {}, t("your_station")),
+      el("div", { class: "kit-tag" }, svgUse("kit", "kit"), t("kit", { cookie: t(round.task_name) })),
       el("div", { class: "work", id: "work" }),
       el("div", { class: "finished" }, el("span", { id: "my-count" }, ""), el("div", { class: "plate", id: "my-plate" })));
     const stations = [mine];
     if (round.teammate) stations.push(teammateStation(round));
     const lane = round.teammate ? el("div", { class: "robot-lane" }, counter(round),
       el("div", { class: "robot-runner", id: "runner" },
-        el("div", { class: "carry" }, el("span", { class: "carried mine " + round.task_name }, svgUse("kit", "kit"), "you"),
-          el("span", { class: "carried theirs " + round.teammate.task_name }, svgUse("kit", "kit"), "teammate")),
-        svgUse("robot", "robot"), el("span", { class: "nameplate" }, "Robot " + state.robot.name))) : null;
+        el("div", { class: "carry" }, el("span", { class: "carried mine " + round.task_name }, svgUse("kit", "kit"), t("carried_yours")),
+          el("span", { class: "carried theirs " + round.teammate.task_name }, svgUse("kit", "kit"), t("carried_teammates"))),
+        svgUse("robot", "robot"), el("span", { class: "nameplate" }, t("robot_name", { robot: state.robot.name })))) : null;
     const view = el("section", { class: "bakery", "data-step": state.step, "data-round": round.id, "data-deadline": round.deadline },
       el("div", { class: "round-head" }, el("h2", {}, roundTitle(round)),
         el("div", { class: "timer", id: "timer" }, "")),
@@ -532,7 +530,7 @@
     const round = state.round;
     if (!round || !round.running) return;
     const mine = document.getElementById("my-count");
-    if (mine) mine.textContent = "Finished: " + round.cookies;
+    if (mine) mine.textContent = t("finished", { count: round.cookies });
     plate("my-plate", round.cookies, round.task_name);
     drawTeammate();
     tickDisplay();
@@ -546,7 +544,7 @@
     if (station.dataset.cookies !== String(done) || !station.dataset.drawn) {
       station.dataset.cookies = done;
       station.dataset.drawn = "1";
-      document.getElementById("teammate-count").textContent = "Finished: " + done;
+      document.getElementById("teammate-count").textContent = t("finished", { count: done });
       plate("teammate-plate", done, round.teammate.task_name);
     }
     animateTeammate();
@@ -558,7 +556,7 @@
     const left = Math.max(0, round.deadline - serverNow());
     const node = document.getElementById("timer");
     if (node) {
-      node.textContent = left > 0 ? Math.ceil(left) + " s" : "Time!";
+      node.textContent = left > 0 ? t("seconds_left", { seconds: Math.ceil(left) }) : t("time_up");
       node.classList.toggle("hurry", left < 5);
     }
     const work = document.getElementById("work");
@@ -650,7 +648,7 @@
 
     drawSlots();
     return el("div", { class: "letters-work" }, cookie,
-      el("p", { class: "hint" }, "Drag the letters onto the cookie to spell " + target.text + ". Click a letter on the cookie to take it off."), tray);
+      el("p", { class: "hint" }, t("letters_hint", { text: target.text })), tray);
   }
 
   // Squares cookie: click boxes of the grid to draw the letters shown faintly.
@@ -676,7 +674,7 @@
     }
     return el("div", { class: "squares-work" },
       el("div", { class: "cookie square-cookie", style: "--theme:" + target.colour, "data-target": target.text }, grid),
-      el("p", { class: "hint" }, "Click the boxes to draw " + target.text + ". Click again to clear a box."));
+      el("p", { class: "hint" }, t("squares_hint", { text: target.text })));
   }
 
   // --- the teammate's station -------------------------------------------------------------
@@ -707,13 +705,13 @@
     const mate = round.teammate;
     shownTeammate = "";
     return el("div", { class: "station theirs", id: "teammate" },
-      el("h3", {}, "Teammate's station ", el("small", {}, "(next room)")),
+      el("h3", {}, t("teammate_station") + " ", el("small", {}, t("next_room"))),
       el("div", { class: "teammate-work" },
         el("div", { class: "teammate-baker", id: "teammate-baker" }, svgUse("baker", "baker")),
         el("div", { class: "mini-cookie " + mate.task_name, id: "teammate-cookie", style: "--theme:" + mate.target.colour },
           miniCookie(mate.target)),
         el("div", { class: "teammate-side" },
-          el("div", { class: "kit-tag" }, svgUse("kit", "kit"), mate.task_name + " cookies"),
+          el("div", { class: "kit-tag" }, svgUse("kit", "kit"), t("kit", { cookie: t(mate.task_name) })),
           el("div", { class: "finished" }, el("span", { id: "teammate-count" }, ""), el("div", { class: "plate", id: "teammate-plate" })))));
   }
 

@@ -20,16 +20,8 @@ TERMINAL = ("done", "declined", "withdrawn", "unmatched")
 ROUND_STEPS = {"practice": 0, "session-1": 1, "session-2": 2}
 
 
-# The pages of the experimenter's holds: generic, so every protocol has them.
-HOLD_PAGES = {
-    "paused": {"title": "Please wait a moment",
-               "text": "The study is paused for a moment. Please keep this page open: it "
-                       "continues by itself as soon as the study goes on."},
-    "aborted": {"title": "This session has ended",
-                "text": "The experimenter has ended this session. Thank you for your time. "
-                        "You may close this window now, or, if you would rather have "
-                        "everything recorded about you deleted, withdraw below."},
-}
+# The experimenter's holds that have a page of their own (texts ``<hold>_title``, ``_text``).
+HOLDS = ("paused", "aborted")
 
 
 def session_number(step: str) -> int | None:
@@ -89,14 +81,16 @@ def page(protocol: Protocol, step: str, robot: str | None,
     return result
 
 
-def status(storage: Any, participant: dict[str, Any]) -> dict[str, Any]:
+def status(protocol: Protocol, storage: Any, participant: dict[str, Any]) -> dict[str, Any]:
     """What the page shows besides the step: the experimenter's hold (with its page) and,
     on the final page, the token of the private link to withdraw later."""
-    hold = holds.status_of(storage, participant["id"])["status"]
+    status_now = holds.status_of(storage, participant["id"])["status"]
+    hold = status_now if status_now in HOLDS else None
     token = withdrawal.token_of(storage, participant["id"]) if participant["step"] == "done" \
         else None
-    return {"hold": hold if hold in HOLD_PAGES else None, "hold_page": HOLD_PAGES.get(hold),
-            "withdraw_token": token}
+    page = None if hold is None else {"title": protocol.texts[f"{hold}_title"],
+                                      "text": protocol.texts[f"{hold}_text"]}
+    return {"hold": hold, "hold_page": page, "withdraw_token": token}
 
 
 def teammate_station(protocol: Protocol, storage: Any, row: dict[str, Any]) -> dict[str, Any]:

@@ -48,7 +48,7 @@ class PageState:
                  "page": pages.page(self.protocol, step, robot, transparency),
                  "robot": {"name": robot} if robot else None, "round": None,
                  "last_round": self._last_round_summary(participant["id"])}  # type: ignore[index]
-        state.update(pages.status(self.storage, participant))  # type: ignore[arg-type]
+        state.update(pages.status(self.protocol, self.storage, participant))  # type: ignore[arg-type]
         if step in ROUND_STEPS:
             state["round"] = self._round_state(self._session(participant["id"],  # type: ignore[index]
                                                              ROUND_STEPS[step]))

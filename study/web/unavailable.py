@@ -10,7 +10,6 @@ from __future__ import annotations
 from flask import Flask, current_app, render_template
 
 from study.storage_health import RETRY_AFTER_SECONDS, StorageUnavailable
-from study.web.journey import STORAGE_WAIT
 
 # A page reloads itself later than a message is resent: a reload costs the server more.
 PAGE_RETRY_SECONDS = 3 * RETRY_AFTER_SECONDS
@@ -18,8 +17,7 @@ PAGE_RETRY_SECONDS = 3 * RETRY_AFTER_SECONDS
 
 def unavailable_page(_error: StorageUnavailable) -> tuple[str, int, dict[str, str]]:
     """503 with a calm page; browsers reload it after ``PAGE_RETRY_SECONDS``."""
-    page = render_template("unavailable.html", protocol=current_app.extensions["study"].protocol,
-                           text=STORAGE_WAIT)
+    page = render_template("unavailable.html", protocol=current_app.extensions["study"].protocol)
     return page, 503, {"Retry-After": str(PAGE_RETRY_SECONDS),
                        "Refresh": str(PAGE_RETRY_SECONDS), "Cache-Control": "no-store"}
 

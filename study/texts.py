@@ -1,0 +1,138 @@
+"""The participant's page's own words: labels, buttons, timers, messages. One place of
+defaults, each overridden per key by a protocol's ``[texts]`` table (docs/protocol.md),
+so a study can be run in another language.
+
+``{name}`` in a text is filled in by the page (a number, a cookie's name, a robot's
+name); an override may use the placeholders of its default and no others.
+"""
+
+from __future__ import annotations
+
+import re
+
+PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+DEFAULT_TEXTS: dict[str, str] = {
+    "language": "en",
+    # the page's frame
+    "progress_label": "progress",
+    "loading": "Warming up the ovens…",
+    "offline": "Reconnecting to the bakery…",
+    # buttons and links
+    "agree": "I agree to take part",
+    "decline": "I do not agree",
+    "continue": "Continue",
+    "start_session": "Start the session",
+    "submit": "Submit",
+    "keep_data": "Yes, you may use my data",
+    "delete_data": "No, delete my data",
+    "complete": "Complete the study on the platform",
+    "stay": "Stay on this page",
+    "taking_you_back": "Taking you back in {seconds} s.",
+    "return": "Return to the study platform",
+    # themes, teammate, robots
+    "squares": "squares",
+    "letters": "letters",
+    "theme_cookie": "Decorated on the {cookie} cookies",
+    "teammate_hello": "Your teammate's station is in the room next door — the programs "
+                      "are synced.",
+    "robot_name": "Robot {robot}",
+    # questionnaires
+    "missing_note": "Please answer this question.",
+    "missing_one": "One question still needs an answer.",
+    "missing_many": "{count} questions still need an answer.",
+    # rounds
+    "practice_round": "Practice round {number} of {of}",
+    "round": "Round {number} of {of}",
+    "start_practice_round": "Start practice round {number} of {of}",
+    "start_round": "Start round {number} of {of}",
+    "summary_one": "Round {number}: you finished {cookies} {cookie} cookie",
+    "summary_many": "Round {number}: you finished {cookies} {cookie} cookies",
+    "summary_teammate": ", your teammate {teammate}.",
+    "summary_end": ".",
+    "robot_ready": "Robot {robot} is ready to bring the next kits.",
+    "kits_waiting": "Kits waiting",
+    "kits_left": "{cookie} × {count}",
+    "your_station": "Your station",
+    "teammate_station": "Teammate's station",
+    "next_room": "(next room)",
+    "kit": "{cookie} cookies",
+    "carried_yours": "you",
+    "carried_teammates": "teammate",
+    "finished": "Finished: {count}",
+    "seconds_left": "{seconds} s",
+    "time_up": "Time!",
+    "letters_hint": "Drag the letters onto the cookie to spell {text}. Click a letter on the "
+                    "cookie to take it off.",
+    "squares_hint": "Click the boxes to draw {text}. Click again to clear a box.",
+    # refusals the page explains
+    "too_fast": "Easy there — that cookie was too quick to count.",
+    "wrong_cookie": "That cookie does not match the pattern.",
+    "round_closed": "Time was up before that cookie arrived.",
+    "invalid_answer": "Please answer every question.",
+    "refused": "The bakery could not take that ({reason}).",
+    # the page instead of a step
+    "other_browser_title": "This study is open in another browser",
+    "other_browser_text": "Please continue in the browser where you started. If that is not "
+                          "possible, ask the experimenter to release your link; then reload "
+                          "this page.",
+    "no_cookie_title": "Cookies are needed",
+    "no_cookie_text": "This study keeps your place with a cookie. Please allow cookies for "
+                      "this site and reload the page.",
+    "bad_link_title": "This link is not valid",
+    "bad_link_text": "Please check the link you were given.",
+    "other_tab_title": "This study is open in another tab",
+    "other_tab_text": "You opened this study in another tab or window of this browser, so "
+                      "this one is paused.",
+    "continue_here": "Continue here",
+    "storage_wait_title": "One moment, please",
+    "storage_wait": "One moment, please: the bakery is catching up. Please keep this page "
+                    "open; it goes on by itself.",
+    # the experimenter's holds
+    "paused_title": "Please wait a moment",
+    "paused_text": "The study is paused for a moment. Please keep this page open: it "
+                   "continues by itself as soon as the study goes on.",
+    "aborted_title": "This session has ended",
+    "aborted_text": "The experimenter has ended this session. Thank you for your time. You "
+                    "may close this window now, or, if you would rather have everything "
+                    "recorded about you deleted, withdraw below.",
+    # withdrawing
+    "leave": "Stop and withdraw from the study",
+    "leave_title": "Stop and delete your data?",
+    "leave_text": "If you stop now, the study ends here and everything recorded about you — "
+                  "your answers, rounds and cookies — is deleted right away. This cannot be "
+                  "undone.\n\nYou are free to stop at any time, without giving a reason.",
+    "keep_going": "Keep going",
+    "leave_confirm": "Stop and delete my data",
+    "withdraw_later_title": "Changed your mind later?",
+    "withdraw_later_text": "This private link deletes all your data, at any time. Keep it "
+                           "somewhere safe; nobody else has it.",
+    # the private withdrawal link's pages
+    "withdraw_page": "Withdraw",
+    "withdraw_title": "Withdraw from the study",
+    "withdraw_text": "If you withdraw, everything recorded about your visit to the bakery is "
+                     "deleted right away: your answers, your rounds and your cookies. Only "
+                     "the fact that someone withdrew is kept. This cannot be undone.",
+    "withdraw_confirm": "Delete my data",
+    "withdrawn_title": "Your data has been deleted",
+    "withdrawn_text": "You withdrew from the study and all your data was deleted. Thank you "
+                      "for your time.",
+    "withdraw_used_title": "This link is not valid",
+    "withdraw_used_text": "It may have been used already: a withdrawal link works once, and "
+                          "the data it concerned is then deleted. If you think something "
+                          "went wrong, please contact the researchers.",
+    # links that lead to no participant, and the site's front page
+    "closed_title": "Please use the link you were given",
+    "closed_text": "This study can only be started from the link of a recruitment platform "
+                   "or the link the experimenter gave you.",
+    "unknown_title": "This link is not valid",
+    "unknown_text": "No participant has this code. Please check the link you were given, or "
+                    "ask the experimenter for a new one.",
+    "welcome_title": "Welcome to the bakery",
+    "welcome_text": "Please open the personal link you were given to take part in the study.",
+    "welcome_start": "Start a new visit",
+}
+
+
+def placeholders(text: str) -> set[str]:
+    return set(PLACEHOLDER.findall(text))
