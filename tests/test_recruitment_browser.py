@@ -14,6 +14,7 @@ from test_recruitment import RETURN
 from web_support import CHROMIUM, CHROMIUM_ARGS, DEMO
 
 from study.bots.servers import ServeProcess
+from study.web.steps import declined_mark
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 WAIT = 30_000
@@ -70,4 +71,6 @@ def test_tabs_browsers_return_and_completion(tmp_path):
         server.stop()
     with sqlite3.connect(tmp_path / "study.sqlite") as db:
         rows = db.execute("SELECT step, recruitment_id FROM participants ORDER BY id").fetchall()
-    assert rows == [("declined", None), ("done", "finisher")], server.output()
+    # a declined participant keeps only the hash that finds them again, never the id
+    assert rows == [("declined", declined_mark("tab-owner")), ("done", "finisher")], \
+        server.output()
