@@ -27,7 +27,8 @@ from study.pool.store import read_metadata
 EXCLUDED_STEPS = ("withdrawn", "declined")
 FRAMES = ("participants", "sessions", "rounds", "allocations", "cookies", "answers", "practice",
           "teammates", "status")
-# The console's hold of each participant (study.web.holds); none recorded: active, unflagged.
+# The console's hold of each participant (study.web.console.holds); none recorded: active,
+# unflagged.
 STATUS_COLUMNS = ["participant_id", "status", "flagged", "note"]
 RUNS_TABLE = "server_runs"
 

@@ -15,12 +15,12 @@ Both spread their messages evenly over a minute (the issue's rate: 22,000 in abo
 up to 32 unanswered at a time (``study.bots.flood``).
 
 The server answers the stranger without touching the database and drops it after
-``PRE_JOIN_LIMIT`` messages, and drops the joined flooder after ``REFUSAL_LIMIT`` refusals
-in a row (``study.web.sockets``); a dropped flooder reconnects and goes on until it has sent
-everything. Measured: the database's growth (after a TRUNCATE checkpoint: what is stored),
-the refusals stored and counted, the server's CPU time, and the bots' cookie ack
-p50/p95 with and without the flood (the bots run once alone, then once under the flood).
-Goal: growth under 1 MB, ack p95 under 100 ms under the flood.
+``PRE_JOIN_LIMIT`` messages, and drops the joined flooder after ``REFUSAL_LIMIT`` refusals in a
+row (``study.web.participant.sockets``); a dropped flooder reconnects and goes on until it has
+sent everything. Measured: the database's growth (after a TRUNCATE checkpoint: what is stored),
+the refusals stored and counted, the server's CPU time, and the bots' cookie ack p50/p95 with
+and without the flood (the bots run once alone, then once under the flood). Goal: growth under
+1 MB, ack p95 under 100 ms under the flood.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from study.bots.participant import (
     stop_point_reached,
 )
 from study.protocol import load_protocol
-from study.web.holds import apply_action
+from study.web.console.holds import apply_action
 
 # Where each participant leaves the study (None: to the end).
 STOPS = (None, None, None, None, None, "session-2", "session-1:1", "practice:2", "session-2:1")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import session
 from werkzeug.test import EnvironBuilder
 
-from study.web.app_class import StudyFlask
+from study.web.serving.app_class import StudyFlask
 
 
 def app_with_login() -> StudyFlask:

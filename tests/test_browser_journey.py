@@ -20,7 +20,7 @@ from test_withdrawal import SECRET_ANSWER, assert_nothing_left
 from web_support import CHROMIUM, CHROMIUM_ARGS, LiveServer, make_app, small_pool
 
 from study.protocol import Protocol
-from study.web.rounds import teammate_times
+from study.web.participant.rounds import teammate_times
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -25,8 +25,8 @@ from study.cli import main
 from study.cookies import letters_target
 from study.pool import Pool, PoolSpec, ensure_pool
 from study.protocol import load_protocol
-from study.web.holds import apply_action, ensure_tables
-from study.web.teammate import PoolTeammates
+from study.web.console.holds import apply_action, ensure_tables
+from study.web.participant.teammate import PoolTeammates
 
 STUDY2 = PROTOCOLS / "study2.toml"
 TARGETS = ((0.20, 0.32), (0.63, 1.00))  # study2's [pool.sample] c: squares, letters

@@ -8,7 +8,7 @@ import weakref
 
 import pytest
 
-from study.web.collector import ShortCollections
+from study.web.serving.collector import ShortCollections
 
 
 class Node:

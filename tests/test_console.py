@@ -14,8 +14,9 @@ import pytest
 from web_support import DEMO, FakeClock, page_socket
 
 from study.protocol import load_protocol
-from study.web import console, create_app
-from study.web.teammate import PoolTeammates
+from study.web import create_app
+from study.web.console import views as console
+from study.web.participant.teammate import PoolTeammates
 
 PASSWORD = "correct horse battery staple"
 

@@ -11,7 +11,8 @@ from test_console import logged_in, make_app
 from web_support import ROOT
 
 from study.protocol import load_protocol
-from study.web import console, live
+from study.web.console import live
+from study.web.console import views as console
 
 STUDY2 = ROOT / "protocols" / "study2.toml"  # squares [0.20, 0.32], letters [0.63, 1.00]
 SQUARES = [0.21, 0.22, 0.24, 0.25, 0.26, 0.27, 0.28, 0.30, 0.45, 0.01]  # 0.45 out, 0.01 clipped
@@ -20,7 +21,7 @@ LETTERS = [0.64, 0.66, 0.70, 0.72, 0.75, 0.80, 0.85, 0.90, 0.95, 0.99]  # 0.99 c
 
 @pytest.fixture
 def app(tmp_path: Path, monkeypatch):
-    from study.web.teammate import PoolTeammates
+    from study.web.participant.teammate import PoolTeammates
 
     monkeypatch.delenv("STUDY_CONSOLE_PASSWORD", raising=False)
     demo = ROOT / "protocols" / "demo.toml"
@@ -98,7 +99,7 @@ def test_the_panel_turns_amber_live_in_chromium(tmp_path):
     from web_support import CHROMIUM, CHROMIUM_ARGS, DEMO, LiveServer
 
     from study.web import create_app
-    from study.web.teammate import PoolTeammates
+    from study.web.participant.teammate import PoolTeammates
 
     app = create_app({"PROTOCOL": DEMO, "DATABASE": tmp_path / "study.sqlite",
                       "TEAMMATES": PoolTeammates.for_protocol(load_protocol(DEMO),

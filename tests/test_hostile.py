@@ -15,7 +15,7 @@ import pytest
 from web_support import DEMO, msg, page_socket
 
 from study.storage import REJECTION_PAYLOAD_BYTES, REJECTIONS_KEPT
-from study.web.sockets import PRE_JOIN_LIMIT, REFUSAL_LIMIT
+from study.web.participant.sockets import PRE_JOIN_LIMIT, REFUSAL_LIMIT
 
 
 def storage(app: Any) -> Any:
@@ -56,7 +56,7 @@ def test_connections_that_never_join_store_nothing_and_are_counted(app):
 
 
 def console_snapshot(app: Any) -> dict[str, Any]:
-    from study.web.console import current_snapshot
+    from study.web.console.views import current_snapshot
     return current_snapshot(app)
 
 

@@ -19,7 +19,7 @@ from web_support import CHROMIUM, CHROMIUM_ARGS
 
 from study.bots.servers import ServeProcess, free_port
 from study.cli import main
-from study.web.deploy import Tls, haproxy_config
+from study.web.serving.deploy import Tls, haproxy_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "protocols" / "demo.toml"

@@ -19,10 +19,10 @@ from human_journeys import HumanJourneys
 from web_support import FakeClock, msg
 
 from study.cookies import letters_target, squares_target
-from study.web.live import snapshot
-from study.web.progress import Placement, placement
-from study.web.rejections import Rejected
-from study.web.teammate import algorithm_for, live_team, session_row
+from study.web.console.live import snapshot
+from study.web.participant.progress import Placement, placement
+from study.web.participant.rejections import Rejected
+from study.web.participant.teammate import algorithm_for, live_team, session_row
 
 PROTOCOLS = Path(__file__).resolve().parents[1] / "protocols"
 LETTERS, SQUARES = letters_target("GO STEELERS"), squares_target("BR")

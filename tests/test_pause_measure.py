@@ -20,8 +20,8 @@ from human_journeys import PROTOCOLS, HumanJourneys
 from study.bots.human import Human
 from study.pool import Pool, PoolSpec, ensure_pool
 from study.protocol import TASK_NAMES, load_protocol
-from study.web.holds import apply_action, ensure_tables
-from study.web.teammate import PoolTeammates
+from study.web.console.holds import apply_action, ensure_tables
+from study.web.participant.teammate import PoolTeammates
 
 STUDY2 = PROTOCOLS / "study2.toml"
 PAUSE_AT, PAUSE_FOR = 10.0, 10.0

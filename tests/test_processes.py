@@ -7,7 +7,7 @@ import multiprocessing
 from pathlib import Path
 
 from study.storage import Storage
-from study.web.processes import LEASE_SECONDS, Processes
+from study.web.serving.processes import LEASE_SECONDS, Processes
 
 
 class Clock:

@@ -14,7 +14,7 @@ from test_recruitment import RETURN
 from web_support import CHROMIUM, CHROMIUM_ARGS, DEMO
 
 from study.bots.servers import ServeProcess
-from study.web.steps import declined_mark
+from study.web.participant.steps import declined_mark
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 WAIT = 30_000

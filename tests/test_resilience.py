@@ -20,7 +20,7 @@ from study.bots import (
 )
 from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol import load_protocol
-from study.web.rounds import teammate_times
+from study.web.participant.rounds import teammate_times
 
 ROOT = Path(__file__).resolve().parents[1]
 ROUNDS_PER_BOT = 4 + 2 + 2

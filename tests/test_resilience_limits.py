@@ -14,13 +14,13 @@ from study.cookies import letters_target
 from study.protocol import load_protocol
 from study.storage import SCHEMA
 from study.web import create_app
-from study.web.admission import (
+from study.web.participant.admission import (
     BURST,
     MAX_PAYLOAD_BYTES,
     MAX_TRANSPORT_BYTES,
     PROGRESS_BURST,
 )
-from study.web.teammate import PoolTeammates
+from study.web.participant.teammate import PoolTeammates
 
 
 @pytest.fixture(scope="module")

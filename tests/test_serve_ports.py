@@ -17,7 +17,7 @@ import requests
 
 from study.bots.servers import ServeProcess, free_port
 from study.commands.serve import PORT_RANGE_TEXT
-from study.web.deploy import PORT_RANGE, StartFailed, hold_ports
+from study.web.serving.deploy import PORT_RANGE, StartFailed, hold_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "protocols" / "demo.toml"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from study.web import deploy
-from study.web.deploy import Balanced, Child, StartFailed
+from study.web.serving import deploy
+from study.web.serving.deploy import Balanced, Child, StartFailed
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "protocols" / "demo.toml"

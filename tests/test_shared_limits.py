@@ -13,7 +13,7 @@ import socketio
 from web_support import DEMO, FakeClock
 
 from study.bots.servers import ServeProcess, free_port, quick_protocol
-from study.web.admission import BURST, PROGRESS_BURST, RATE, Admission
+from study.web.participant.admission import BURST, PROGRESS_BURST, RATE, Admission
 
 
 def shared(url: str, clock: FakeClock) -> Admission:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from web_support import FakeClock, make_app, msg, page_socket
 
-from study.web.sockets import PRE_JOIN_LIMIT, REFUSAL_LIMIT
+from study.web.participant.sockets import PRE_JOIN_LIMIT, REFUSAL_LIMIT
 
 PASSWORD = "correct horse"
 
@@ -29,7 +29,7 @@ def stored_refusals(app: Any) -> tuple[int, int]:
 
 
 def unjoined_messages(app: Any) -> int:
-    from study.web.console import current_snapshot
+    from study.web.console.views import current_snapshot
     return current_snapshot(app)["unjoined_messages"]
 
 

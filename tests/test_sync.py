@@ -8,8 +8,8 @@ from typing import Any
 
 from web_support import msg, page_socket
 
-from study.web.admission import BURST
-from study.web.holds import apply_action
+from study.web.console.holds import apply_action
+from study.web.participant.admission import BURST
 
 
 def counts(app: Any) -> tuple[int, int, int]:

@@ -10,7 +10,13 @@ import pytest
 from study.pool import Pool, build_pool
 from study.protocol import load_protocol
 from study.solver import solve
-from study.web.teammate import PoolTeammates, algorithm_for, live_team, policy_of, session_row
+from study.web.participant.teammate import (
+    PoolTeammates,
+    algorithm_for,
+    live_team,
+    policy_of,
+    session_row,
+)
 
 PROTOCOLS = Path(__file__).resolve().parent.parent / "protocols"
 

@@ -17,7 +17,7 @@ from study.pool.match import participant_vector
 from study.pool.names import TEAM_TYPES
 from study.pool.teamtypes import most_capable_human, team_type_codes
 from study.protocol import load_protocol
-from study.web.teammate import PoolTeammates
+from study.web.participant.teammate import PoolTeammates
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOLS = ROOT / "protocols"
@@ -280,7 +280,7 @@ def test_a_capability_does_not_depend_on_the_theme_its_cookie_carries(tmp_path):
 
 
 def test_the_agent_decorates_a_shorter_theme_faster_at_the_same_capability():
-    from study.web.rounds import teammate_decorator
+    from study.web.participant.rounds import teammate_decorator
 
     protocol = load_protocol(PROTOCOLS / "study2.toml")
     teammate = {"c_squares": 0.25, "c_letters": 0.8}

@@ -12,8 +12,8 @@ import pytest
 
 from study.protocol import ProtocolError, load_protocol, parse_protocol
 from study.texts import DEFAULT_TEXTS, placeholders
-from study.web.holds import apply_action
-from study.web.pages import status
+from study.web.console.holds import apply_action
+from study.web.participant.pages import status
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = (ROOT / "protocols" / "demo.toml").read_text(encoding="utf-8")

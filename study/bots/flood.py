@@ -3,7 +3,8 @@
 Used by ``benchmarks/flood.py`` and the flood test: messages are sent without waiting for
 their answers, up to ``WINDOW`` unanswered at a time (so the server handles every one
 rather than a socket buffer dropping them), and the connection is reopened whenever the
-server drops it for passing its limits (``study.web.sockets``), until everything is sent.
+server drops it for passing its limits (``study.web.participant.sockets``), until
+everything is sent.
 """
 
 from __future__ import annotations

@@ -166,8 +166,9 @@ class Human:
 
 
 def measured_speed(actions: list[Action], seconds: float) -> float:
-    """Cookies per second as the server measures a round (``study.web.progress``): finished
-    cookies plus the correct fraction of the unfinished one, over the round's seconds."""
+    """Cookies per second as the server measures a round
+    (``study.web.participant.progress``): finished cookies plus the correct fraction of the
+    unfinished one, over the round's seconds."""
     done = [a for a in actions if a.at <= seconds]
     finished = sum(a.finished for a in done)
     last = done[-1] if done else None

@@ -4,7 +4,7 @@ The first run builds the protocol's team pool (cached under ``var/pools``); the 
 defaults to ``var/<protocol>.sqlite`` so a restart continues the same study. One process is
 gunicorn with a gevent worker (the stack Flask-SocketIO documents for production);
 ``--workers N`` runs N of them on one database behind HAProxy, with Redis as the Socket.IO
-message queue (``study.web.deploy``). ``--tls-cert`` and ``--tls-key`` put HAProxy in front
+message queue (``study.web.serving.deploy``). ``--tls-cert`` and ``--tls-key`` put HAProxy in front
 of any number of them to serve HTTPS (docs/deploy.md).
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PROTOCOL = Path("protocols/study1.toml")
-# ``study.web.deploy.PORT_RANGE``, spelled out for the help (importing the web app to word
+# ``study.web.serving.deploy.PORT_RANGE``, spelled out for the help (importing the web app to word
 # the help would slow every command; a test keeps the two equal).
 PORT_RANGE_TEXT = "20000-20999"
 
@@ -127,7 +127,7 @@ def check_ports(args: argparse.Namespace) -> None:
 
 
 def tls_of(args: argparse.Namespace) -> Any:
-    """The HTTPS asked for (``study.web.deploy.Tls``), None without ``--tls-cert``; files
+    """The HTTPS asked for (``study.web.serving.deploy.Tls``), None without ``--tls-cert``; files
     that cannot be read are refused by name before anything starts."""
     from study.terms import InvalidInput
 
@@ -146,7 +146,7 @@ def tls_of(args: argparse.Namespace) -> Any:
     http_port = 80 if args.http_port is None else args.http_port
     if http_port == args.port:
         raise InvalidInput("--http-port", http_port, "differs from --port (HTTPS)")
-    from study.web.deploy import Tls
+    from study.web.serving.deploy import Tls
 
     return Tls(args.tls_cert.resolve(), args.tls_key.resolve(), http_port)
 
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
 
         monkey.patch_all()
     from study.protocol import load_protocol
-    from study.web.deploy import Balanced, Single, ensure_pool_of
+    from study.web.serving.deploy import Balanced, Single, ensure_pool_of
 
     protocol = load_protocol(args.protocol)
     database = args.db or Path("var") / f"{protocol.name}.sqlite"

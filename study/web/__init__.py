@@ -6,11 +6,11 @@ Config keys: ``PROTOCOL`` (path, required), ``DATABASE`` (default ``var/<name>.s
 ``SCHEDULER`` (start the round scheduler thread, default True),
 ``ASYNC_MODE`` (Socket.IO's: ``threading`` by default, ``gevent`` under ``study serve``),
 ``MESSAGE_QUEUE`` (a Redis URL shared by several server processes, default none; it also
-holds the participants' message rate limits, ``study.web.admission``),
+holds the participants' message rate limits, ``study.web.participant.admission``),
 ``DURABILITY`` (``full`` by default, or ``normal``: what a commit waits for, see
 ``study.storage.SYNCHRONOUS``),
-``STUDY_CONSOLE_PASSWORD`` (the experimenter console's; see ``study.web.auth``),
-``STUDY_TRUST_PROXY`` (trust a proxy's forwarded headers; see ``study.web.security``),
+``STUDY_CONSOLE_PASSWORD`` (the experimenter console's; see ``study.web.console.auth``),
+``STUDY_TRUST_PROXY`` (trust a proxy's forwarded headers; see ``study.web.serving.security``),
 ``ENROL_RATE_LIMIT`` (new participants per client address, e.g. ``"600 per minute"``).
 ``SECRET_KEY`` defaults to ``STUDY_SECRET_KEY`` from the environment (the same on every
 process) or a random one.
@@ -28,14 +28,17 @@ from flask_socketio import SocketIO
 
 from study.protocol import load_protocol
 from study.storage import Storage
-from study.web import console, participant, security, sockets, unavailable
-from study.web.admission import MAX_TRANSPORT_BYTES
-from study.web.app_class import StudyFlask
-from study.web.inputs import PacketJSON
-from study.web.journey import Journey
-from study.web.processes import Processes
-from study.web.scheduler import Scheduler
-from study.web.teammate import PoolTeammates
+from study.web.console import views as console
+from study.web.participant import links as participant
+from study.web.participant import sockets
+from study.web.participant.admission import MAX_TRANSPORT_BYTES
+from study.web.participant.inputs import PacketJSON
+from study.web.participant.journey import Journey
+from study.web.participant.teammate import PoolTeammates
+from study.web.serving import security, unavailable
+from study.web.serving.app_class import StudyFlask
+from study.web.serving.processes import Processes
+from study.web.serving.scheduler import Scheduler
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,8 +10,9 @@ from typing import Any
 
 from study.cookies import target
 from study.protocol import Item, Protocol, Questionnaire, Scale
-from study.web import holds, rounds, withdrawal
-from study.web.rejections import Rejected
+from study.web.console import holds
+from study.web.participant import rounds, withdrawal
+from study.web.participant.rejections import Rejected
 
 STEPS = ("consent", "themes", "preferences", "practice", "teammate", "intro-1", "session-1",
          "questionnaire-1", "intro-2", "session-2", "questionnaire-2", "post", "debrief",

@@ -18,11 +18,11 @@ from study.protocol import TASK_NAMES, Protocol
 from study.solver import Policy
 from study.storage import Storage, to_json
 from study.storage_health import StorageUnavailable
-from study.web import rounds
-from study.web.inputs import whole
-from study.web.pages import ROUND_STEPS
-from study.web.rejections import Rejected
-from study.web.teammate import policy_of
+from study.web.participant import rounds
+from study.web.participant.inputs import whole
+from study.web.participant.pages import ROUND_STEPS
+from study.web.participant.rejections import Rejected
+from study.web.participant.teammate import policy_of
 
 log = logging.getLogger(__name__)
 # A round the scheduler closes later than this after its deadline is closed ``late`` (the

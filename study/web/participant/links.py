@@ -1,10 +1,10 @@
 """The participant's pages: links with a code, recruitment-platform parameters recorded.
 
 The page itself is one shell; the study's steps are drawn by ``static/js/bakery.js`` from the
-state the server sends over Socket.IO. Every page gives the browser its secret cookie (the
-key the code is bound to, ``study.web.binding``) and remembers the participant's code in a
-cookie, so ``/start``, Back, a reload or a reopened tab land where the participant is. With
-the protocol's ``[recruitment] id_parameter`` the same recruitment id always resumes the
+state the server sends over Socket.IO. Every page gives the browser its secret cookie (the key
+the code is bound to, ``study.web.participant.binding``) and remembers the participant's code
+in a cookie, so ``/start``, Back, a reload or a reopened tab land where the participant is.
+With the protocol's ``[recruitment] id_parameter`` the same recruitment id always resumes the
 same participant (``docs/recruitment.md``).
 """
 
@@ -26,9 +26,10 @@ from flask import (
     url_for,
 )
 
-from study.web import binding, security, withdrawal
-from study.web.journey import CODE, Journey
-from study.web.rejections import Rejected
+from study.web.participant import binding, withdrawal
+from study.web.participant.journey import CODE, Journey
+from study.web.participant.rejections import Rejected
+from study.web.serving import security
 
 blueprint = Blueprint("participant", __name__)
 MAX_PARAMETERS = 12

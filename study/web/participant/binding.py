@@ -17,7 +17,7 @@ import secrets
 from typing import Any
 
 from study.storage import Storage
-from study.web.processes import ALIVE_SECONDS
+from study.web.serving.processes import ALIVE_SECONDS
 
 BROWSER_COOKIE = "study_browser"
 CODE_COOKIE = "study_code"

@@ -23,17 +23,17 @@ from study.protocol import Protocol
 from study.solver import Policy
 from study.storage import Storage, to_json
 from study.storage_health import RETRY_AFTER_SECONDS, StorageUnavailable
-from study.web import binding
-from study.web.admission import Admission
-from study.web.balance import balanced_order
-from study.web.pages import TERMINAL
-from study.web.playing import Rounds
-from study.web.processes import Processes
-from study.web.rejections import Rejected
-from study.web.state import PageState
-from study.web.steps import Steps, declined_mark
-from study.web.team_formation import TeamFormation
-from study.web.teammate import TeammateSource, algorithm_for
+from study.web.console.balance import balanced_order
+from study.web.participant import binding
+from study.web.participant.admission import Admission
+from study.web.participant.pages import TERMINAL
+from study.web.participant.playing import Rounds
+from study.web.participant.rejections import Rejected
+from study.web.participant.state import PageState
+from study.web.participant.steps import Steps, declined_mark
+from study.web.participant.team_formation import TeamFormation
+from study.web.participant.teammate import TeammateSource, algorithm_for
+from study.web.serving.processes import Processes
 
 MSG_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 CODE = re.compile(r"^[A-Za-z0-9_-]{3,64}$")
@@ -175,7 +175,7 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
 
     def _condition_order(self) -> list[str]:
         """Counterbalancing: the order least held by participants who may still contribute
-        (``study.web.balance``)."""
+        (``study.web.console.balance``)."""
         return balanced_order(self.storage, self.protocol)
 
     def _add_external_ids(self, participant: dict[str, Any], ids: dict[str, str],
@@ -204,8 +204,8 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
 
     def claim(self, code: str, browser: str, sid: str, processes: Processes) -> list[str] | None:
         """Bind the code to this browser and record the connection as its one tab, in one
-        transaction (``study.web.binding``); returns the sids of the tabs it displaced, or
-        None when another browser holds the code."""
+        transaction (``study.web.participant.binding``); returns the sids of the tabs it
+        displaced, or None when another browser holds the code."""
         idle = self.protocol.recruitment.binding_idle_minutes * 60.0
         with self.storage.event():
             participant = self.storage.participant(code)
@@ -267,7 +267,8 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
 
     @property
     def handlers(self) -> dict[str, Callable[[dict[str, Any], Any, float], None]]:
-        """The participant messages (``study.web.sockets.EVENTS``) and what applies them."""
+        """The participant messages (``study.web.participant.sockets.EVENTS``) and what
+        applies them."""
         return {"submit": self._submit, "start_round": self._start_round,
                 "cookie": self._cookie, "progress": self._progress, "withdraw": self._withdraw}
 

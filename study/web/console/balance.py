@@ -14,7 +14,7 @@ from typing import Any
 
 # Participants in these steps will never contribute data to their order.
 LOST_STEPS = ("declined", "withdrawn", "unmatched")
-# Console statuses (see study.web.console) that take a participant out of the study.
+# Console statuses (see study.web.console.views) that take a participant out of the study.
 LOST_STATUSES = ("aborted",)
 
 

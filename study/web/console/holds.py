@@ -12,7 +12,7 @@ import json
 import sqlite3
 from typing import Any
 
-from study.web.rejections import Rejected
+from study.web.participant.rejections import Rejected
 
 STATUSES = ("active", "paused", "aborted")
 ACTIONS = ("pause", "resume", "abort", "flag", "unflag", "note")

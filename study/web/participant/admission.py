@@ -23,8 +23,8 @@ from typing import Any
 
 import redis
 
-from study.web.holds import check_hold
-from study.web.rejections import Rejected
+from study.web.console.holds import check_hold
+from study.web.participant.rejections import Rejected
 
 MAX_TRANSPORT_BYTES = 64 * 1024  # Engine.IO packet limit (connection closed above it)
 MAX_PAYLOAD_BYTES = 8 * 1024  # a questionnaire with long open answers fits comfortably

@@ -26,7 +26,7 @@ from flask_limiter.util import get_remote_address
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 TRUST_PROXY_KEY = "STUDY_TRUST_PROXY"
-# Failed console logins per client address (only failures count, see ``study.web.auth``).
+# Failed console logins per client address (only failures count, see ``study.web.console.auth``).
 LOGIN_LIMIT = "5 per minute"
 # New participants from one address (``/start``, open links): a script cannot steer the
 # counterbalancing or fill the database; override with ``ENROL_RATE_LIMIT``.

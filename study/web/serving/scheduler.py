@@ -1,7 +1,7 @@
 """The round scheduler: closes rounds at their stored deadlines, in exactly one process.
 
 Every server process runs this loop, but only the holder of the scheduler's lease
-(``study.web.processes``) closes rounds; the others keep their heartbeat and take the lease
+(``study.web.serving.processes``) closes rounds; the others keep their heartbeat and take the lease
 over within two seconds of the holder's death. The holder sleeps until the earliest open
 deadline (an index lookup) or its next heartbeat, whichever comes first, so a round closes
 as its deadline passes and a quiet study costs nothing. The work lives in
@@ -19,8 +19,8 @@ import threading
 import time
 
 from study.storage_health import StorageUnavailable
-from study.web.journey import Journey
-from study.web.processes import HEARTBEAT_SECONDS, Processes
+from study.web.participant.journey import Journey
+from study.web.serving.processes import HEARTBEAT_SECONDS, Processes
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from study.model import InvalidInput
-from study.web.collector import ShortCollections
+from study.web.serving.collector import ShortCollections
 
 # Connections one gevent worker accepts (gunicorn's default is 1,000).
 WORKER_CONNECTIONS = 10_000

@@ -16,9 +16,10 @@ from typing import Any
 
 from study.protocol import Protocol, preference_coefficient
 from study.storage import Storage
-from study.web import holds, pages, withdrawal
-from study.web.pages import ROUND_STEPS, STEPS, session_number
-from study.web.rejections import Rejected
+from study.web.console import holds
+from study.web.participant import pages, withdrawal
+from study.web.participant.pages import ROUND_STEPS, STEPS, session_number
+from study.web.participant.rejections import Rejected
 
 
 def declined_mark(recruitment_id: str | None) -> str | None:

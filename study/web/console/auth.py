@@ -7,7 +7,7 @@ session secret in the signed session cookie; the secret's hash is kept in the da
 (``console_sessions``) and checked on every console request, so a logout (which deletes
 it) revokes the session on every server process, even for a copy of the cookie kept from
 before. Changing the password logs everyone out. Every form post carries a per-session
-CSRF token. Failed logins are limited per client address (``study.web.security``).
+CSRF token. Failed logins are limited per client address (``study.web.serving.security``).
 """
 
 from __future__ import annotations

@@ -2,19 +2,19 @@
 
 A connection is bound to a participant code by ``join`` and the sid only maps to that code;
 the state always comes from the database, so a reconnect (new sid) is just another join.
-Each process also records its connections in the database (``study.web.processes``) so the
+Each process also records its connections in the database (``study.web.serving.processes``) so the
 console counts those of every process.
 
-A join must come from the browser the code is bound to (``study.web.binding``: the page's
-browser cookie reaches the Socket.IO handshake), and the newest tab of that browser wins.
-Connections that never joined cost nothing but a counter: their messages are answered
-without touching the database, and a connection that sends ``PRE_JOIN_LIMIT`` messages
-without joining, or ``REFUSAL_LIMIT`` refused messages in a row, is disconnected. Every
-event name counts: one the protocol does not name (and a ``connect`` or ``disconnect``
-the client sends itself) is refused as ``unknown-event`` and stored nowhere, and a join
-refused for another browser is a message of a connection that never joined. A message the
-database cannot take (a full disk) is answered ``storage-unavailable``: no refusal, it counts
-towards no limit, and the page sends it again later.
+A join must come from the browser the code is bound to (``study.web.participant.binding``: the
+page's browser cookie reaches the Socket.IO handshake), and the newest tab of that browser
+wins. Connections that never joined cost nothing but a counter: their messages are answered
+without touching the database, and a connection that sends ``PRE_JOIN_LIMIT`` messages without
+joining, or ``REFUSAL_LIMIT`` refused messages in a row, is disconnected. Every event name
+counts: one the protocol does not name (and a ``connect`` or ``disconnect`` the client sends
+itself) is refused as ``unknown-event`` and stored nowhere, and a join refused for another
+browser is a message of a connection that never joined. A message the database cannot take (a
+full disk) is answered ``storage-unavailable``: no refusal, it counts towards no limit, and the
+page sends it again later.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from flask import request
 from flask_socketio import SocketIO, join_room
 
 from study.storage_health import StorageUnavailable
-from study.web import binding
-from study.web.counters import UNJOINED, Counter
-from study.web.inputs import TOO_DEEP
-from study.web.journey import Journey, unavailable
-from study.web.processes import Processes
-from study.web.rejections import Rejected
+from study.web.participant import binding
+from study.web.participant.inputs import TOO_DEEP
+from study.web.participant.journey import Journey, unavailable
+from study.web.participant.rejections import Rejected
+from study.web.serving.counters import UNJOINED, Counter
+from study.web.serving.processes import Processes
 
 EVENTS = ("submit", "start_round", "cookie", "progress", "withdraw", "sync")
 PRE_JOIN_LIMIT = 10  # messages (joins included) a connection may send before joining

@@ -33,8 +33,10 @@ from flask_socketio import SocketIO, disconnect
 from study.calibration import pool_target
 from study.export import build_export, record_server_run, zip_export
 from study.storage_health import disk_space
-from study.web import auth, binding, holds, live, security
-from study.web.rejections import Rejected
+from study.web.console import auth, holds, live
+from study.web.participant import binding
+from study.web.participant.rejections import Rejected
+from study.web.serving import security
 
 blueprint = Blueprint("console", __name__, url_prefix="/console")
 security.limiter.limit(security.CONSOLE_LIMIT)(blueprint)
@@ -44,7 +46,7 @@ PUSH_INTERVAL = 0.5  # seconds between checks for a changed snapshot
 
 
 def study() -> Any:
-    """The running journey (``study.web.journey.Journey``)."""
+    """The running journey (``study.web.participant.journey.Journey``)."""
     return current_app.extensions["study"]
 
 
@@ -222,7 +224,7 @@ def _withdraw(code: str, reason: str) -> Any:
 
 def _release(participant: dict[str, Any], note: str) -> Any:
     """Free the code from the browser it is bound to, so the participant can go on in
-    another one (``study.web.binding``); logged."""
+    another one (``study.web.participant.binding``); logged."""
     released = binding.release(study().storage, participant)
     holds.log_action(study().storage, "release", note, _address(), _now(),
                      {"code": participant["code"], "was_bound": released})

@@ -8,10 +8,10 @@ from typing import Any
 from study.cookies import target
 from study.protocol import TASK_NAMES, Protocol
 from study.storage import Storage
-from study.web import pages
-from study.web.admission import Admission
-from study.web.pages import ROUND_STEPS, STEPS, session_number
-from study.web.rejections import Rejected
+from study.web.participant import pages
+from study.web.participant.admission import Admission
+from study.web.participant.pages import ROUND_STEPS, STEPS, session_number
+from study.web.participant.rejections import Rejected
 
 
 class PageState:

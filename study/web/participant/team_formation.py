@@ -16,9 +16,9 @@ from study.decorator import HIGHEST, LOWEST, coefficient_from_speed
 from study.protocol import TASK_NAMES, Condition, Protocol
 from study.solver import Policy
 from study.storage import Storage
-from study.web import rounds
-from study.web.progress import PartialCookies, RoundSpeed, round_speed
-from study.web.teammate import (
+from study.web.participant import rounds
+from study.web.participant.progress import PartialCookies, RoundSpeed, round_speed
+from study.web.participant.teammate import (
     CANDIDATES,
     Placement,
     TeammateMatch,

@@ -18,8 +18,8 @@ from typing import Any
 from study.cookies import target
 from study.protocol import Protocol
 from study.storage import Storage
-from study.web.holds import held_intervals
-from study.web.rejections import Rejected
+from study.web.console.holds import held_intervals
+from study.web.participant.rejections import Rejected
 
 LETTERS_CONTENT = re.compile(r"^[A-Z0-9]{0,64}$")
 

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from study.web.rejections import Rejected
+from study.web.participant.rejections import Rejected
 
 # Ids and counts a message may carry: positive and within SQLite's and JavaScript's exact
 # integers (2**53), far above any round id or round number a study reaches.

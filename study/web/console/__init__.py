@@ -1,0 +1,2 @@
+"""The experimenter console: its views, logins, the live view, holds and
+counterbalancing."""
