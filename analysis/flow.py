@@ -201,8 +201,7 @@ def _off_target(data: StudyData, ids: pd.Series) -> pd.Series:
     teammates = data.teammates
     if "target_met" not in teammates:
         return pd.Series(False, index=ids.index)
-    missed = teammates.set_index("participant_id")["target_met"].eq(0)
-    return ids.map(missed).fillna(False).astype(bool)
+    return ids.isin(teammates.loc[teammates["target_met"].eq(0), "participant_id"])
 
 
 def _failed_check(data: StudyData, design: Design, ids: pd.Series) -> pd.Series:
@@ -210,8 +209,7 @@ def _failed_check(data: StudyData, design: Design, ids: pd.Series) -> pd.Series:
     if item is None:
         return pd.Series(False, index=ids.index)
     answers = manipulation_answers(data, design)
-    failed = answers.set_index("participant_id")["passed"].eq(False)
-    return ids.map(failed).fillna(False).astype(bool)
+    return ids.isin(answers.loc[answers["passed"].eq(False), "participant_id"])
 
 
 def manipulation_answers(data: StudyData, design: Design) -> pd.DataFrame:
