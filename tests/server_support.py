@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from study.bots import BEHAVIOURS, Behaviour
+from study.bots import (
+    BEHAVIOURS,
+    Behaviour,
+    Profile,
+    StudyFacts,
+    SwarmResult,
+    bot_codes,
+    run_swarm,
+)
+from study.protocol import load_protocol
 
 # Bots that decorate, dawdle, refresh, idle and drop their connection.
 BEHAVIOUR_MIX = (BEHAVIOURS["fast"], replace(BEHAVIOURS["slow"], read_seconds=0.2),
@@ -41,3 +51,31 @@ def wait_for_open_rounds(db: Path, codes: list[str], at_least: int, timeout: flo
             return
         time.sleep(0.05)
     raise TimeoutError("the bots never were in rounds together")
+
+
+@dataclass
+class BackgroundSwarm:
+    """Bots of every behaviour of ``BEHAVIOUR_MIX`` playing a served study in a thread of
+    their own while a test breaks something."""
+
+    thread: threading.Thread
+    codes: list[str]
+    results: list[SwarmResult]
+
+    def result(self, context: str = "") -> SwarmResult:
+        """The swarm's result; ``context`` (e.g. the server's log) explains a failure."""
+        assert not self.thread.is_alive() and self.results, context
+        return self.results[0]
+
+
+def swarm_in_background(url: str, protocol: Path, prefix: str, max_seconds: float,
+                        patience: float) -> BackgroundSwarm:
+    codes = bot_codes(len(BEHAVIOUR_MIX), prefix)
+    profiles = [Profile((0.8, 0.6), (0.6, 0.4), behaviour, seed=i)
+                for i, behaviour in enumerate(BEHAVIOUR_MIX)]
+    facts = StudyFacts.from_protocol(load_protocol(protocol))
+    results: list[SwarmResult] = []
+    thread = threading.Thread(target=lambda: results.append(run_swarm(
+        url, codes, profiles, facts=facts, max_seconds=max_seconds, patience=patience)))
+    thread.start()
+    return BackgroundSwarm(thread, codes, results)

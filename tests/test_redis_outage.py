@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
 import redis
 import requests
-from server_support import BEHAVIOUR_MIX, query, wait_for_open_rounds
+from server_support import query, swarm_in_background, wait_for_open_rounds
 
-from study.bots import Profile, StudyFacts, SwarmResult, bot_codes, run_swarm
 from study.bots.audit import missing_acknowledged
 from study.bots.servers import ServeProcess, free_port, quick_protocol
-from study.protocol import load_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTAGE_SECONDS = 15.0
@@ -78,36 +75,29 @@ def test_a_redis_restart_mid_round_strands_no_bot(tmp_path):
     queue.start()
     server = ServeProcess(protocol, db, tmp_path / "pools", tmp_path / "serve.log",
                           extra=("--workers", "2", "--message-queue", queue.url))
-    codes = bot_codes(len(BEHAVIOUR_MIX), "outage")
-    profiles = [Profile((0.8, 0.6), (0.6, 0.4), behaviour, seed=i)
-                for i, behaviour in enumerate(BEHAVIOUR_MIX)]
-    results: list[SwarmResult] = []
     try:
         server.start(timeout=180)
-        swarm = threading.Thread(target=lambda: results.append(run_swarm(
-            server.url, codes, profiles, facts=StudyFacts.from_protocol(load_protocol(protocol)),
-            max_seconds=240, patience=60)))
-        swarm.start()
-        wait_for_open_rounds(db, codes, at_least=3, timeout=90)
+        swarm = swarm_in_background(server.url, protocol, "outage", max_seconds=240,
+                                    patience=60)
+        wait_for_open_rounds(db, swarm.codes, at_least=3, timeout=90)
         queue.stop()
         stopped = time.time()
         # A page reloaded meanwhile still loads (the rate limits fall back to memory).
-        reloaded = requests.get(f"{server.url}/p/{codes[0]}", timeout=30).status_code
+        reloaded = requests.get(f"{server.url}/p/{swarm.codes[0]}", timeout=30).status_code
         while time.time() - stopped < OUTAGE_SECONDS:  # rounds close meanwhile, unheard
             time.sleep(0.5)
         queue.start()
         unheard = query(db, "SELECT id FROM rounds WHERE closed_at BETWEEN ? AND ?",
                         stopped, stopped + OUTAGE_SECONDS)
-        swarm.join(timeout=300)
+        swarm.thread.join(timeout=300)
     finally:
         server.stop()
         queue.stop()
-    assert not swarm.is_alive() and results, server.output()[-3000:]
-    result = results[0]
+    result = swarm.result(server.output()[-3000:])
     assert "Cannot publish to redis" in server.output(), "pushes were lost in the outage"
     assert unheard, "rounds closed while Redis was away"
     assert reloaded == 200
-    assert [o.final_step for o in result.outcomes] == ["done"] * len(codes), (
+    assert [o.final_step for o in result.outcomes] == ["done"] * len(swarm.codes), (
         result.summary(), server.output()[-3000:])
     assert missing_acknowledged(db, result.log) == []
     rounds = query(db, "SELECT * FROM rounds")

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from pathlib import Path
 
 import pytest
-from server_support import BEHAVIOUR_MIX, query, wait_for_open_rounds
+from server_support import query, swarm_in_background, wait_for_open_rounds
 
-from study.bots import Profile, StudyFacts, SwarmResult, bot_codes, run_swarm
 from study.bots.audit import missing_acknowledged
 from study.bots.servers import ServeProcess, quick_protocol
-from study.protocol import load_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -38,29 +35,21 @@ def test_killing_the_scheduling_worker_loses_nothing(tmp_path):
     db = tmp_path / "study.sqlite"
     server = ServeProcess(protocol, db, tmp_path / "pools", tmp_path / "serve.log",
                           extra=("--workers", "2"))
-    codes = bot_codes(len(BEHAVIOUR_MIX), "w2")
-    profiles = [Profile((0.8, 0.6), (0.6, 0.4), behaviour, seed=i)
-                for i, behaviour in enumerate(BEHAVIOUR_MIX)]
-    results: list[SwarmResult] = []
     try:
         server.start(timeout=180)
-        swarm = threading.Thread(target=lambda: results.append(run_swarm(
-            server.url, codes, profiles, facts=StudyFacts.from_protocol(load_protocol(protocol)),
-            max_seconds=150, patience=30)))
-        swarm.start()
-        wait_for_open_rounds(db, codes, at_least=3, timeout=90)
+        swarm = swarm_in_background(server.url, protocol, "w2", max_seconds=150, patience=30)
+        wait_for_open_rounds(db, swarm.codes, at_least=3, timeout=90)
         served = {row["process"] for row in query(db, "SELECT process FROM connections")}
         killed, pid = lease_holder(db)
         os.kill(pid, signal.SIGKILL)
-        swarm.join(timeout=200)
+        swarm.thread.join(timeout=200)
         survivor, _ = lease_holder(db)
     finally:
         server.stop()
-    assert not swarm.is_alive() and results, server.output()[-3000:]
-    result = results[0]
+    result = swarm.result(server.output()[-3000:])
     assert len(served) == 2, "the balancer spread the participants over both workers"
     assert survivor != killed
-    assert [o.final_step for o in result.outcomes] == ["done"] * len(codes), (
+    assert [o.final_step for o in result.outcomes] == ["done"] * len(swarm.codes), (
         result.summary(), server.output()[-3000:])
     assert missing_acknowledged(db, result.log) == []
     assert "database is locked" not in server.output()
