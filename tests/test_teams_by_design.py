@@ -100,7 +100,7 @@ def test_the_nearest_rule_is_the_papers_equation_6(study2_pool):
         assert nearest.match.distance == pytest.approx(float(d[best]))
         assert nearest.rank == 0
         index = study2_pool.index(study2_pool.spec.teammate)
-        position = teammates._position(nearest.match)
+        position, _ = index.nearest(c, p)
         live = classify(study2_pool.spec, study2_pool.spec.teammate, index,
                         np.array([position]), c, p)
         assert nearest.meets_target == bool(live.meets[0])

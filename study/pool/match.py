@@ -175,11 +175,16 @@ class MemberIndex:
                 return found
             count = min(4 * count, len(self))
 
-    def query(self, c: object, p: object) -> Match:
-        """The nearest eligible member to the participant; ties to the lowest team."""
+    def nearest(self, c: object, p: object) -> tuple[int, float]:
+        """The position in this index of the member nearest to the participant (ties to
+        the lowest team), and its distance ``d``."""
         if self.tree is None:
             raise NoEligibleTeam(self.description, self.pool)
-        best, distance = self._nearest(participant_vector(c, p, self.types))
+        return self._nearest(participant_vector(c, p, self.types))
+
+    def query(self, c: object, p: object) -> Match:
+        """The nearest eligible member to the participant; ties to the lowest team."""
+        best, distance = self.nearest(c, p)
         member = int(self.members[best])
         return Match(int(self.teams[best]), member, 1 - member, self.teammate_c[best].copy(),
                      self.teammate_p[best].copy(), distance, self.description)

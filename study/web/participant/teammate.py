@@ -93,22 +93,11 @@ class PoolTeammates:
 
     def nearest(self, c: np.ndarray, p: np.ndarray) -> Placement:
         """The paper's Eq. 6 member and the live team it makes."""
-        from study.pool import NoEligibleTeam
         from study.pool.forming import candidate
 
-        if self._index.tree is None:
-            raise NoEligibleTeam(self._index.description, self._index.pool)
-        match = self.pool.match(c, p)
-        position = self._position(match)
+        position, distance = self._index.nearest(c, p)
         return candidate(self.pool.spec, self.pool.spec.teammate, self._index, position,
-                         match.distance, 0, c, p)
-
-    def _position(self, match: Any) -> int:
-        """Where a match's member sits in the member index."""
-        index = self._index
-        hits = np.flatnonzero((index.teams == match.team_index)
-                              & (index.members == match.participant_human))
-        return int(hits[0])
+                         distance, 0, c, p)
 
     def candidates(self, c: np.ndarray, p: np.ndarray, rule: str) -> Iterator[Placement]:
         """``typed``: the members whose live team meets the target, nearest first;
