@@ -27,6 +27,7 @@ from study.protocol_schema import (
     PAGES,
     ROUND_ORDERS,
     TASK_NAMES,
+    TEAM_PAGES,
 )
 from study.texts import DEFAULT_TEXTS
 from study.tomlsource import ProtocolError, TomlSource
@@ -132,6 +133,30 @@ class AnalysisRules:
 
 
 @dataclass(frozen=True)
+class TeamDesign:
+    """A ``[team]``: its seats, how the lobby forms it, its timers (docs/teams.md)."""
+
+    seats: tuple[str, ...]
+    formation: str
+    team_types: tuple[str, ...]
+    grace_seconds: float
+    break_seconds: float
+    start_seconds: float
+    shared_seconds: float | None
+    individual_seconds: float | None
+    on_timeout: str
+    leave_after_seconds: float
+
+    @property
+    def humans(self) -> int:
+        return len(self.seats)
+
+    @property
+    def persons(self) -> int:
+        return self.seats.count("person")
+
+
+@dataclass(frozen=True)
 class Protocol:
     """A validated study protocol."""
 
@@ -161,6 +186,7 @@ class Protocol:
     bonus: schema.Bonus | None = None
     texts: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_TEXTS))
     extra: dict[str, Any] = field(default_factory=dict)
+    team: TeamDesign | None = None
 
     @property
     def open_enrolment(self) -> bool:
@@ -168,9 +194,15 @@ class Protocol:
         return self.recruitment.open_enrolment
 
     @property
+    def humans(self) -> int:
+        """Humans the robot allocates to: a [team]'s seats, else the participant and the
+        agent teammate."""
+        return self.team.humans if self.team else 2
+
+    @property
     def rounds(self) -> int:
-        """Collaborative rounds per session: every human gets one kit a round (two humans)."""
-        return sum(self.kits) // 2
+        """Collaborative rounds per session: every human gets one kit a round."""
+        return sum(self.kits) // self.humans
 
     def theme(self, theme_id: str) -> Theme:
         return next(t for t in self.themes if t.id == theme_id)
@@ -278,8 +310,8 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
                       else TASK_NAMES.index(doc.study.preferred_on)),
         themes=themes,
         conditions=tuple(_condition(c) for c in doc.conditions),
-        pages={name: Page(getattr(doc.pages, name).title, getattr(doc.pages, name).text)
-               for name in PAGES},
+        pages={name: Page(page.title, page.text) for name in (*PAGES, *TEAM_PAGES)
+               if (page := getattr(doc.pages, name)) is not None},
         preference_scale=scales[doc.preferences.scale],
         preference_title=doc.preferences.title,
         preference_prompt=doc.preferences.prompt,
@@ -289,11 +321,23 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
         recruitment=_recruitment(doc.recruitment),
         bonus=doc.bonus,
         texts={**DEFAULT_TEXTS, **doc.texts.model_dump(exclude_none=True)},
+        team=_team(doc.team),
         analysis=AnalysisRules(tuple(doc.analysis.exclude),
                                doc.analysis.keep_completed_sessions_of_incomplete,
                                doc.analysis.manipulation_check_item,
                                tuple(doc.analysis.manipulation_check_pass)),
     )
+
+
+def _team(section: schema.TeamSection | None) -> TeamDesign | None:
+    if section is None:
+        return None
+    lobby = section.lobby
+    return TeamDesign(tuple(section.seats), section.formation, tuple(section.team_types or ()),
+                      float(section.grace_seconds), float(section.break_seconds),
+                      float(section.start_seconds), lobby.shared_seconds or None,
+                      lobby.individual_seconds or None, lobby.on_timeout,
+                      float(lobby.leave_after_seconds))
 
 
 def _recruitment(section: schema.Recruitment) -> Recruitment:

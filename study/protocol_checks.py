@@ -196,12 +196,13 @@ def cross_problems(doc: schema.ProtocolFile, data: dict[str, Any]) -> Iterator[P
     yield from _robot_reference_problems(doc, data)
     yield from _analysis_problems(doc)
     yield from _pool_problems(doc)
+    yield from _team_problems(doc)
     yield from _size_problems(doc)
 
 
 def _study_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
     try:
-        validate_kits(doc.study.kits, 2)
+        validate_kits(doc.study.kits, len(doc.team.seats) if doc.team else 2)
     except InvalidInput as error:
         yield "study.kits", str(error)
     for name in TASK_NAMES:
@@ -333,6 +334,49 @@ def _pool_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
                 pool.fea is None or "fea" not in pool.algorithms):
             yield f"conditions.{index}.fea_bounds", (
                 '"pool" needs "fea" in pool.algorithms and a [pool.fea] section with bounds')
+
+
+def _team_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    """A [team] its pool, pages and lobby cannot serve (docs/teams.md)."""
+    team = doc.team
+    humans = len(team.seats) if team else 2
+    if doc.pool.humans != humans:
+        yield "pool.humans", (f"is {doc.pool.humans}, but the team has {humans} seats: agent "
+                              "seats and FEA's bounds come from teams of its size"
+                              if team else f"is {doc.pool.humans}; a study without [team] "
+                              "teams the participant with one agent (2)")
+    if team is None:
+        for name in schema.TEAM_PAGES:
+            if getattr(doc.pages, name) is not None:
+                yield f"pages.{name}", "is a page of real teams; add a [team] or drop it"
+        return
+    for name in schema.TEAM_PAGES:
+        if getattr(doc.pages, name) is None:
+            yield "team", f"needs the page [pages.{name}] (what the people read there)"
+    if "person" not in team.seats:
+        yield "team.seats", "needs at least one \"person\" seat"
+    yield from _formation_problems(team, doc.pool.accept.team_types)
+    lobby = team.lobby
+    if not lobby.shared_seconds and not lobby.individual_seconds:
+        yield "team.lobby", ("needs shared_seconds or individual_seconds: a lobby without a "
+                             "timer can strand people who wait for a team that never fills")
+
+
+def _formation_problems(team: schema.TeamSection,
+                        kept: Sequence[str] | None) -> Iterator[Problem]:
+    if team.formation == "arrival":
+        if team.team_types:
+            yield "team.team_types", 'is for formation = "traits"; arrival forms any team'
+        return
+    if team.seats != ["person", "person"]:
+        yield "team.formation", ('"traits" pairs two people: seats must be ["person", '
+                                 '"person"]')
+    if not team.team_types:
+        yield "team.team_types", 'formation = "traits" needs the team types to form'
+    elif kept and not set(team.team_types) & set(kept):
+        yield "team.team_types", (f"{', '.join(team.team_types)}: the pool keeps only "
+                                  f"{', '.join(kept)} teams, so agents can never complete "
+                                  "the team when a timer runs out")
 
 
 # Which correlation (positive: the preferred type is the best type) the participant's role

@@ -32,6 +32,11 @@ THEME_ASSIGNMENTS = ("fixed", "by-rating")
 TIED_RATINGS = ("fixed",)
 PAGES = ("consent", "themes", "practice", "teammate", "intro", "session", "debrief", "done",
          "declined", "withdrawn", "unmatched")
+# Pages of a protocol with a [team] (docs/teams.md): the waiting room, the team's page.
+TEAM_PAGES = ("lobby", "team")
+SEAT_KINDS = ("person", "agent")
+FORMATIONS = ("arrival", "traits")
+LOBBY_TIMEOUTS = ("agents", "unmatched")
 # As ``study.pool`` spells them (a test keeps the copies equal; importing the pool
 # package here would load pandas for every protocol read).
 TEAM_TYPES = ("mixed", "twins", "negative", "mixed-reversed")
@@ -246,7 +251,10 @@ class Page(Strict):
 
 
 Pages = create_model("Pages", __base__=Strict,
-                     **{name: (Page, Field(description=f"The {name} page.")) for name in PAGES})
+                     **{name: (Page, Field(description=f"The {name} page.")) for name in PAGES},
+                     **{name: (Page | None, Field(None, description=f"The {name} page ("
+                                                  "protocols with a [team] only)."))
+                        for name in TEAM_PAGES})
 
 
 class Scale(Strict):
@@ -444,7 +452,8 @@ class Fea(Strict):
 class PoolSection(Strict):
     teams: int = Field(ge=1, le=LIMITS["pool_teams"], description="Teams in the pool.")
     seed: int = Field(ge=0, le=2**63 - 1, description="Random seed of the pool.")
-    humans: Literal[2] = Field(2, description="Humans per team (a live study teams two).")
+    humans: Literal[2, 3] = Field(2, description="Humans per team: two, or a [team]'s "
+                                                 "seats.")
     kits: list[Annotated[int, Field(ge=0, le=LIMITS["kits_per_type"])]] = Field(
         default_factory=lambda: [8, 8], min_length=2, max_length=2,
         description="Kits per task type; must equal [study] kits.")
@@ -461,6 +470,41 @@ class PoolSection(Strict):
                                               "algorithms.")
     teammate: Teammate = Field(default_factory=Teammate,
                                description="Which pool teams a participant may be matched to.")
+
+
+# --- [team] -----------------------------------------------------------------------------
+
+
+class Lobby(Strict):
+    shared_seconds: float | None = Field(
+        None, ge=0, le=LIMITS["seconds"], description="One timer per forming team, from its "
+                                                      "first person's arrival (0: none).")
+    individual_seconds: float | None = Field(
+        None, ge=0, le=LIMITS["seconds"], description="Each person's own timer, from their "
+                                                      "arrival (0: none).")
+    on_timeout: Literal[LOBBY_TIMEOUTS] = Field(
+        "agents", description="agents: start with the people present, agents from the pool "
+                              "in the empty seats; unmatched: the unmatched page.")
+    leave_after_seconds: float = Field(120, ge=0, le=LIMITS["seconds"],
+                                       description="When the lobby's leave button appears.")
+
+
+class TeamSection(Strict):
+    seats: list[Literal[SEAT_KINDS]] = Field(min_length=2, max_length=3,
+                                             description="The team's seats, person or agent.")
+    formation: Literal[FORMATIONS] = Field(
+        "arrival", description="arrival: the first people to arrive; traits: people whose "
+                               "live team is of team_types.")
+    team_types: TeamTypes | None = Field(None, description="traits: the live team types "
+                                                           "the people must form.")
+    grace_seconds: float = Field(45, gt=0, le=LIMITS["seconds"],
+                                 description="A person whose page is closed longer is dropped.")
+    break_seconds: float = Field(5, ge=0, le=LIMITS["seconds"],
+                                 description="Between a team's rounds.")
+    start_seconds: float = Field(180, gt=0, le=LIMITS["seconds"],
+                                 description="A session starts without whoever is not there "
+                                             "by then.")
+    lobby: Lobby = Field(default_factory=Lobby)
 
 
 # --- the file ---------------------------------------------------------------------------
@@ -486,6 +530,8 @@ class ProtocolFile(Strict):
                                                   "writes the platform's bulk bonus file.")
     analysis: Analysis = Field(default_factory=Analysis)
     pool: PoolSection
+    team: TeamSection | None = Field(None, description="Real teams: several people under one "
+                                                       "robot, formed in a lobby (docs/teams.md).")
     calibration: Calibration | None = Field(
         None, description="Provenance of calibrated values (written by study calibrate).")
 

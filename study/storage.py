@@ -54,7 +54,7 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
          "algorithm": TEXT, "robot": TEXT, "w": REAL, "fea_lo": REAL, "fea_hi": REAL,
          "round_order": TEXT, "participant_human": INT, "team_c": TEXT, "team_p": TEXT,
          "goal": TEXT, "plan": TEXT, "reward": REAL, "rounds": INT, "created_at": REAL,
-         "finished_at": REAL},
+         "finished_at": REAL, "team_id": INT},
         {"participant_id", "number", "kind", "rounds", "created_at"},
         [("participant_id", "participants")], [["participant_id", "number"]]),
     "rounds": (
@@ -62,7 +62,8 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
          "task_name": TEXT, "teammate_task_type": INT, "theme": TEXT, "teammate_theme": TEXT,
          "started_at": REAL, "deadline": REAL,
          "seconds": REAL, "closed_at": REAL, "close_reason": TEXT, "participant_cookies": INT,
-         "teammate_cookies": INT, "alive_until": REAL, "close_delay": REAL},
+         "teammate_cookies": INT, "alive_until": REAL, "close_delay": REAL,
+         "team_round_id": INT},
         {"session_id", "participant_id", "number", "task_type", "started_at", "deadline",
          "seconds", "participant_cookies", "teammate_cookies"},
         [("session_id", "sessions"), ("participant_id", "participants")],
@@ -128,11 +129,50 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         {"id": INT, "participant_id": INT, "browser": TEXT, "bound_at": REAL, "seen_at": REAL},
         {"participant_id", "browser", "bound_at", "seen_at"},
         [("participant_id", "participants")], [["participant_id"]]),
+    "lobby": (
+        {"id": INT, "participant_id": INT, "entered_at": REAL, "individual_deadline": REAL,
+         "left_at": REAL, "outcome": TEXT, "team_id": INT},
+        {"participant_id", "entered_at"}, [("participant_id", "participants")],
+        [["participant_id"]]),
     "withdrawal_links": (
         {"id": INT, "participant_id": INT, "token": TEXT, "created_at": REAL},
         {"participant_id", "token", "created_at"}, [("participant_id", "participants")],
         [["participant_id"], ["token"]]),
 }
+
+# A team's own tables (docs/teams.md): shared by its members, so a member's withdrawal
+# deletes none of them; the seat keeps its place with ``participant_id`` cleared.
+TEAM_SCHEMA: dict[str, tuple[dict[str, type], set[str]]] = {
+    "teams": ({"id": INT, "protocol": TEXT, "humans": INT, "persons": INT, "formation": TEXT,
+               "formed_at": REAL, "formed_by": TEXT, "condition_order": TEXT,
+               "live_type": TEXT, "team_c": TEXT, "team_p": TEXT, "session": INT,
+               "next_round_at": REAL, "session_started_at": REAL, "finished_at": REAL},
+              {"protocol", "humans", "persons", "formation", "formed_at", "formed_by",
+               "condition_order", "team_c", "team_p", "session"}),
+    "seats": ({"id": INT, "team_id": INT, "seat": INT, "kind": TEXT, "participant_id": INT,
+               "c_squares": REAL, "c_letters": REAL, "p_squares": REAL, "p_letters": REAL,
+               "pool_team": INT, "joined_at": REAL, "away_since": REAL, "dropped_at": REAL,
+               "drop_reason": TEXT, "agent_from_session": INT, "agent_from_round": INT},
+              {"team_id", "seat", "kind", "joined_at"}),
+    "team_rounds": ({"id": INT, "team_id": INT, "session": INT, "number": INT,
+                     "condition": TEXT, "started_at": REAL, "deadline": REAL, "seconds": REAL,
+                     "closed_at": REAL, "close_reason": TEXT},
+                    {"team_id", "session", "number", "condition", "started_at", "deadline",
+                     "seconds"}),
+    "team_allocations": ({"id": INT, "team_round_id": INT, "team_id": INT, "session": INT,
+                          "round": INT, "seat": INT, "task_type": INT, "task_name": TEXT,
+                          "held_before": TEXT, "at": REAL},
+                         {"team_round_id", "team_id", "session", "round", "seat", "task_type",
+                          "at"}),
+    "seat_cookies": ({"id": INT, "team_round_id": INT, "team_id": INT, "seat": INT,
+                      "number": INT, "task_type": INT, "finished_at": REAL, "seconds": REAL},
+                     {"team_round_id", "team_id", "seat", "number", "task_type",
+                      "finished_at", "seconds"}),
+}
+TEAM_INDEXES = (("seats", ["team_id", "seat"], True), ("seats", ["participant_id"], False),
+                ("team_rounds", ["team_id", "session", "number"], True),
+                ("team_allocations", ["team_round_id", "seat"], True),
+                ("seat_cookies", ["team_round_id", "seat", "number"], True))
 
 # Tables of the server processes sharing the database (no participant data): which are
 # alive, which one holds the round scheduler's lease, which connections each serves.
@@ -254,6 +294,11 @@ class Storage:
                         self.db[name].create_index([column], if_not_exists=True)
             for name, (columns, pk) in SERVER_SCHEMA.items():
                 self.db[name].create(columns, pk=pk, if_not_exists=True)
+            for name, (columns, not_null) in TEAM_SCHEMA.items():
+                self.db[name].create(columns, pk="id", not_null=not_null, if_not_exists=True)
+                self._add_missing_columns(name, columns)
+            for name, group, unique in TEAM_INDEXES:
+                self.db[name].create_index(group, unique=unique, if_not_exists=True)
             # The round scheduler's deadline queue: open rounds ordered by deadline.
             self.db.execute("CREATE INDEX IF NOT EXISTS rounds_open_by_deadline ON "
                             "rounds(deadline) WHERE closed_at IS NULL")
@@ -559,7 +604,7 @@ class Storage:
         """The journey's tables in foreign-key order, then any other table with a
         ``participant_id`` (the console's notes): a withdrawal leaves nothing behind."""
         others = [name for name in self.db.table_names()
-                  if name not in (*PARTICIPANT_TABLES, "participants")
+                  if name not in (*PARTICIPANT_TABLES, *TEAM_SCHEMA, "participants")
                   and "participant_id" in self.db[name].columns_dict]
         return [*PARTICIPANT_TABLES, *others]
 
@@ -584,6 +629,8 @@ class Storage:
         with self.event() as db:
             for table in self._tables_with_participant_rows():
                 db.execute(f"DELETE FROM {table} WHERE participant_id = ?", (participant_id,))
+            db.execute("UPDATE seats SET participant_id = NULL WHERE participant_id = ?",
+                       (participant_id,))
             db["participants"].update(participant_id, {**cleared, **keep})
         self.rejection_counts.forget(participant_id)
         self.checkpoint_due = True

@@ -37,6 +37,22 @@ DEFAULT_TEXTS: dict[str, str] = {
     "teammate_hello": "Your teammate's station is in the room next door — the programs "
                       "are synced.",
     "robot_name": "Robot {robot}",
+    # real teams: the waiting room, the stations, a seat given to an agent
+    "lobby_waiting": "{waiting} of {needed} people are here",
+    "lobby_countdown": "The team starts within {seconds} s",
+    "lobby_leave": "Leave the waiting room",
+    "lobby_timeout_agents": "If nobody else arrives, agents will fill the empty seats.",
+    "lobby_timeout_unmatched": "If nobody else arrives in time, you will be sent back with "
+                               "your completion link.",
+    "station_you": "You",
+    "station_person": "Teammate {seat}",
+    "station_agent": "Agent {seat}",
+    "station_taken_over": "Teammate {seat} (now played by an agent)",
+    "team_waiting": "Waiting for {count} teammate(s) to be ready…",
+    "team_next_round": "The next round starts in {seconds} s",
+    "dropped_title": "Your seat was given to an agent",
+    "dropped_text": "You were away for too long, so an agent took over your seat to let your "
+                    "teammates finish. Thank you for taking part.",
     # questionnaires
     "missing_note": "Please answer this question.",
     "missing_one": "One question still needs an answer.",

@@ -32,10 +32,10 @@ class FakeClock:
 
 
 def small_pool(directory: Path, kits: tuple[int, int] = (2, 2),
-               teammate: dict[str, Any] | None = None) -> PoolTeammates:
-    """A real pool of a few thousand teams, built once per directory."""
+               teammate: dict[str, Any] | None = None, humans: int = 2) -> PoolTeammates:
+    """A real pool of a few thousand teams of ``humans``, built once per directory."""
     spec = PoolSpec.from_dict({
-        "teams": 3000, "seed": 11, "kits": list(kits),
+        "teams": 3000, "seed": 11, "kits": list(kits), "humans": humans,
         "algorithms": ["efficient", "fair", "fea"],
         "fea": {"w": 0.7, "bounds": [0.0, 1.5], "bounds_source": "test fixture"},
         "teammate": teammate or {}}, name="test")

@@ -38,6 +38,7 @@ from study.bots.participant import (
     DEFAULT_FACTS,
     ROUND_STEPS,
     SPACING_MARGIN,
+    TEAM_PATIENCE,
     TERMINAL_STEPS,
     StudyFacts,
     cookie_content,
@@ -277,6 +278,9 @@ class LightBot:
             if step in ROUND_STEPS:
                 await self.play_round(self.state, patience)
                 continue
+            if step == "lobby":  # the server forms the team, or a timer ends the wait
+                await self.wait_for(lambda s: s["step"] != "lobby", TEAM_PATIENCE)
+                continue
             await asyncio.sleep(self.pace.page_seconds(step, self.rng))
             await self.request("submit", {"step": step, "data": self.page_data(self.state)},
                                patience)
@@ -287,6 +291,10 @@ class LightBot:
 
     async def play_round(self, state: State, patience: float) -> None:
         step, current = state["step"], state.get("round") or {}
+        if current.get("team") and not current.get("running"):  # the server starts it
+            await self.wait_for(lambda s: s["step"] != step
+                                or bool((s.get("round") or {}).get("running")), TEAM_PATIENCE)
+            return
         if not current.get("running"):
             number = current.get("next", 1) if current else 1
             if not isinstance(number, int) or number > current.get("of", number):

@@ -20,7 +20,10 @@ from study.bots.client import AckLog, Connection, State
 from study.bots.human import Human
 from study.decorator import Decorator
 
-TERMINAL_STEPS = ("done", "declined", "withdrawn", "unmatched")
+TERMINAL_STEPS = ("done", "declined", "withdrawn", "unmatched", "dropped")
+# A real team's bot waits this long beyond what the server announces (a lobby's timer, the
+# next round's start) before it gives up.
+TEAM_PATIENCE = 900.0
 ROUND_STEPS = ("practice", "session-1", "session-2")
 COOKIE_NAMES = ("squares", "letters")
 DEADLINE_MARGIN = 0.1  # a cookie this close to the deadline would arrive too late; skip it
@@ -206,6 +209,9 @@ class Bot:
         step = state["step"]
         if step in ROUND_STEPS:
             return self.play_round(state)
+        if step == "lobby":  # the server forms the team, or a timer ends the wait
+            self._await_team(lambda s: s["step"] != "lobby")
+            return self.connection.state
         time.sleep(self.profile.behaviour.read_seconds)
         ack = self.connection.request("submit", {"step": step, "data": self.page_data(state)},
                                       self.patience)
@@ -222,6 +228,11 @@ class Bot:
         """Start the next round, decorate until its deadline, wait for the server to close
         it. A running round (after a refresh or a restart) is resumed, not restarted."""
         current = state.get("round")
+        if current and current.get("team") and not current.get("running"):
+            step = state["step"]  # the server starts a team's rounds
+            self._await_team(lambda s: s["step"] != step
+                             or bool((s.get("round") or {}).get("running")))
+            return self.connection.state
         if not (current and current.get("running")):
             number = _next_round(current)
             if number is None:
@@ -321,6 +332,12 @@ class Bot:
                            self.connection.server_now() + SYNC_SECONDS,
                            time.monotonic() + self.patience) and not self.stop():
             raise TimeoutError(f"step {step} did not move on after its last round")
+
+    def _await_team(self, ready: Callable[[State], bool]) -> None:
+        """Wait for the team: its formation in the lobby, or its next round."""
+        if not self._await(ready, self.connection.server_now() + SYNC_SECONDS,
+                           time.monotonic() + TEAM_PATIENCE) and not self.stop():
+            raise TimeoutError("the team did not go on")
 
     def _await(self, ready: Callable[[State], bool], sync_at: float, give_up: float) -> bool:
         """Wait for a state that is ``ready`` as the page does: reconnect if the socket went

@@ -459,8 +459,10 @@ def _teammate(table: Mapping[str, Any], shape: tuple[int, int],
         if values[key] not in allowed:
             raise error(f"pool.teammate.{key}",
                         f"{values[key]!r}: expected one of {', '.join(allowed)}")
-    if table and shape[0] != 2:
-        raise error("pool.teammate", "teammate matching is defined for two-human teams")
+    chosen = {key: value for key, value in values.items() if value != choices[key][0]}
+    if shape[0] != 2 and (chosen or set(table) - set(choices)):
+        raise error("pool.teammate", "teammate matching is defined for two-human teams (a "
+                                     "[team]'s agent seats are matched to its people)")
     criteria = _criteria({k: v for k, v in table.items() if k not in choices},
                          "pool.teammate", shape, error)
     return TeammateFilter(criteria, **values)

@@ -31,6 +31,7 @@ from study.web.participant.playing import Rounds
 from study.web.participant.rejections import Rejected
 from study.web.participant.state import PageState
 from study.web.participant.steps import Steps, declined_mark
+from study.web.participant.team import Teams
 from study.web.participant.team_formation import TeamFormation
 from study.web.participant.teammate import TeammateSource, algorithm_for
 from study.web.serving.processes import Processes
@@ -94,6 +95,7 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         # and popleft are atomic, so no push is lost between two threads.
         self.pushes: deque[tuple[str, str, dict[str, Any]]] = deque()
         self.admission = Admission(storage, clock)
+        self.teams = Teams(protocol, storage, teammates, self._advance, self._session)
         self.expired_at = -EXPIRY_CHECK_SECONDS
         for condition in protocol.conditions:
             algorithm_for(condition, teammates.fea_bounds)  # fail at start, not mid-study
@@ -299,6 +301,12 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         if participant is not None and self.storage.participant(participant["code"]):
             reply["state"] = self.state(participant["code"])
         return reply
+
+    def push_states(self, participant_ids: set[int]) -> None:
+        """Push the page state of each of these participants (after their team changed)."""
+        for code in self.teams.codes(participant_ids):
+            self.pushes.append((code, "state", self.state(code)))
+        self.flush()
 
     def flush(self) -> None:
         """Send the pushes collected while writing, once the transaction is over."""

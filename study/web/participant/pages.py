@@ -14,15 +14,24 @@ from study.web.console import holds
 from study.web.participant import rounds, withdrawal
 from study.web.participant.rejections import Rejected
 
-STEPS = ("consent", "themes", "preferences", "practice", "teammate", "intro-1", "session-1",
+STEPS = ("consent", "themes", "preferences", "practice", "lobby", "teammate", "intro-1",
+         "session-1",
          "questionnaire-1", "intro-2", "session-2", "questionnaire-2", "post", "debrief",
          "done")
-TERMINAL = ("done", "declined", "withdrawn", "unmatched")
+TERMINAL = ("done", "declined", "withdrawn", "unmatched", "dropped")
+# Steps only a protocol with a [team] has (docs/teams.md).
+TEAM_STEPS = ("lobby",)
 ROUND_STEPS = {"practice": 0, "session-1": 1, "session-2": 2}
 
 
 # The experimenter's holds that have a page of their own (texts ``<hold>_title``, ``_text``).
 HOLDS = ("paused", "aborted")
+
+
+def steps_of(protocol: Protocol) -> tuple[str, ...]:
+    """The steps a participant of this protocol goes through, in order (its progress bar)."""
+    return STEPS if protocol.team is not None else tuple(s for s in STEPS
+                                                          if s not in TEAM_STEPS)
 
 
 def session_number(step: str) -> int | None:
@@ -71,6 +80,10 @@ def page(protocol: Protocol, step: str, robot: str | None,
                 "text": fill(protocol, questionnaire.text, robot),
                 "items": [item_json(protocol, item, robot) for item in questionnaire.items]}
     name = step.split("-")[0] if session_number(step) else step
+    if step == "dropped":  # the page of a person whose seat an agent took over
+        return {"title": protocol.texts["dropped_title"], "text": protocol.texts["dropped_text"]}
+    if name == "teammate" and protocol.team is not None:
+        name = "team"
     text = protocol.pages[name]
     result = {"title": fill(protocol, text.title, robot), "text": fill(protocol, text.text, robot)}
     if step == "themes":

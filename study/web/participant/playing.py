@@ -22,6 +22,7 @@ from study.web.participant import rounds
 from study.web.participant.inputs import whole
 from study.web.participant.pages import ROUND_STEPS
 from study.web.participant.rejections import Rejected
+from study.web.participant.team import Teams
 from study.web.participant.teammate import policy_of
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ class Rounds:
     policies: dict[int, Policy]
     schedules: dict[int, list[float]]
     pushes: deque[tuple[str, str, dict[str, Any]]]
+    teams: Teams
+    push_states: Callable[[set[int]], None]
 
     def _last_round(self, session_id: int) -> dict[str, Any] | None:
         return self.storage.one("SELECT * FROM rounds WHERE session_id = ? "
@@ -57,6 +60,8 @@ class Rounds:
         if step not in ROUND_STEPS:
             raise Rejected("out-of-order", f"no rounds at step {step}")
         session = self._session(participant["id"], ROUND_STEPS[step])
+        if session["team_id"] is not None:
+            raise Rejected("out-of-order", "a team's rounds start by themselves")
         last = self._last_round(session["id"])
         if last is not None and last["closed_at"] is None:
             raise Rejected("out-of-order", f"round {last['number']} is still running")
@@ -132,13 +137,24 @@ class Rounds:
             "finished_at": now, "seconds": now - row["started_at"], "content": to_json(content),
             "msg_id": payload["msg_id"]})
         self.storage.update("rounds", round_id, {"participant_cookies": count})
+        self.tell_team(row)
+
+    def tell_team(self, row: dict[str, Any]) -> None:
+        """A team member's station changed: push it to the others (``station``)."""
+        if row["team_round_id"] is None or self.teams.play is None:
+            return
+        codes, station = self.teams.play.station_push(row)
+        self.pushes.extend((code, "station", station) for code in codes)
 
     # --- the clock ----------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        """The earliest deadline of a running round (an index lookup): when to tick next."""
+        """The earliest deadline of a running round (an index lookup), or what the teams
+        wait for: when to tick next."""
         row = self.storage.one("SELECT min(deadline) AS at FROM rounds WHERE closed_at IS NULL")
-        return row["at"] if row else None  # type: ignore[index]
+        times = [row["at"] if row else None,  # type: ignore[index]
+                 self.teams.next_due(self.clock())]
+        return min((t for t in times if t is not None), default=None)
 
     def tick(self, now: float | None = None, reason: str = "deadline",
              alive_until: float | None = None) -> int:
@@ -158,12 +174,14 @@ class Rounds:
                 "WHERE r.closed_at IS NULL AND r.deadline <= ? ORDER BY r.deadline", (now,))
             closed = [row for row in overdue
                       if self._close_or_log(row, now, reason, alive_until)]
+        with self.storage.event():  # the teams' timers, presence and rounds, at the same now
+            changed = self.teams.tick(now)
         for row in closed:
             self.schedules.pop(row["id"], None)
-            self.pushes.append((row["code"], "state", self.state(row["code"])))
+            changed.add(row["participant_id"])
             if row["number"] == row["session_rounds"] and row["session_number"] == 0:
                 self.form_team(row["participant_id"])
-        self.flush()
+        self.push_states(changed)
         return len(closed)
 
     def recover(self, alive_until: float | None) -> int:
@@ -209,6 +227,13 @@ class Rounds:
             log.exception("closing round %s failed", row["id"])
             return False
 
+    def _still_at(self, row: dict[str, Any]) -> bool:
+        """Whether the round's participant is still at its session (a team member whose
+        seat an agent took over has left it)."""
+        step = self.storage.one("SELECT step FROM participants WHERE id = ?",
+                                (row["participant_id"],))
+        return step is not None and step["step"] == f"session-{row['session_number']}"
+
     def _close_round(self, row: dict[str, Any], now: float, reason: str,
                      alive_until: float | None) -> bool:
         """Close one round, only if it is still open (another process may have closed it);
@@ -235,7 +260,7 @@ class Rounds:
             row["session_rounds"] = session["rounds"]  # type: ignore[index]
             if row["number"] == session["rounds"]:  # type: ignore[index]
                 self.storage.update("sessions", row["session_id"], {"finished_at": now})
-                if row["session_number"] > 0:
+                if row["session_number"] > 0 and self._still_at(row):
                     self._advance(row["participant_id"], f"questionnaire-"
                                                          f"{row['session_number']}", now)
         return True

@@ -10,8 +10,9 @@ from study.protocol import TASK_NAMES, Protocol
 from study.storage import Storage
 from study.web.participant import pages
 from study.web.participant.admission import Admission
-from study.web.participant.pages import ROUND_STEPS, STEPS, session_number
+from study.web.participant.pages import ROUND_STEPS, session_number
 from study.web.participant.rejections import Rejected
+from study.web.participant.team import Teams
 
 
 class PageState:
@@ -22,6 +23,7 @@ class PageState:
     clock: Callable[[], float]
     admission: Admission
     refuse: Callable[..., dict[str, Any]]
+    teams: Teams
 
     def sync(self, code: str) -> dict[str, Any]:
         """The answer to ``sync``: the state again, for a page that may have missed a push
@@ -42,9 +44,10 @@ class PageState:
         robot = session["robot"] if session else None
         transparency = (self.protocol.condition(session["condition"]).transparency
                         if session and session["condition"] else "")
+        steps = pages.steps_of(self.protocol)
         state = {"code": code, "step": step, "now": self.clock(),
-                 "progress": {"index": STEPS.index(step) if step in STEPS else len(STEPS),
-                              "total": len(STEPS)},
+                 "progress": {"index": steps.index(step) if step in steps else len(steps),
+                              "total": len(steps)},
                  "page": pages.page(self.protocol, step, robot, transparency),
                  "robot": {"name": robot} if robot else None, "round": None,
                  "last_round": self._last_round_summary(participant["id"])}  # type: ignore[index]
@@ -52,7 +55,16 @@ class PageState:
         if step in ROUND_STEPS:
             state["round"] = self._round_state(self._session(participant["id"],  # type: ignore[index]
                                                              ROUND_STEPS[step]))
+        state.update(self._team_state(participant, step))  # type: ignore[arg-type]
         return state
+
+    def _team_state(self, participant: dict[str, Any], step: str) -> dict[str, Any]:
+        """The lobby's page, and the person's team once it formed (docs/teams.md)."""
+        lobby, play = self.teams.lobby, self.teams.play
+        if lobby is None or play is None:
+            return {}
+        return {"lobby": lobby.page(participant["id"]) if step == "lobby" else None,
+                "team": play.member(participant["id"])}
 
     def _last_round_summary(self, participant_id: int) -> dict[str, Any] | None:
         row = self.storage.one(
@@ -77,10 +89,13 @@ class PageState:
         state: dict[str, Any] = {
             "session": session["number"], "of": session["rounds"], "running": running,
             "next": None if running or (last and last["number"] >= session["rounds"])
-            else (last["number"] + 1 if last else 1),
+            or session["team_id"] is not None else (last["number"] + 1 if last else 1),
             "station": remaining if session["kind"] == "collaborative" else None}
         if running:
             state.update(self._running_round(last, session))  # type: ignore[arg-type]
+        if session["team_id"] is not None and self.teams.play is not None:
+            state.update(self.teams.play.round_state(session, last if running else None,
+                                                     self.clock()))
         return state
 
     def _running_round(self, row: dict[str, Any], session: dict[str, Any]) -> dict[str, Any]:

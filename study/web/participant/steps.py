@@ -20,6 +20,7 @@ from study.web.console import holds
 from study.web.participant import pages, withdrawal
 from study.web.participant.pages import ROUND_STEPS, STEPS, session_number
 from study.web.participant.rejections import Rejected
+from study.web.participant.team import Teams
 
 
 def declined_mark(recruitment_id: str | None) -> str | None:
@@ -40,6 +41,7 @@ class Steps:
     state: Callable[[str], dict[str, Any]]
     flush: Callable[[], None]
     _condition_order: Callable[[], list[str]]
+    teams: Teams
 
     def _session(self, participant_id: int, number: int) -> dict[str, Any]:
         return self.storage.one("SELECT * FROM sessions WHERE participant_id = ? AND number = ?",
@@ -72,6 +74,8 @@ class Steps:
             self._answers(participant, step, data, now)
         elif step == "debrief":
             self._debrief(participant, data, now)
+        elif step == "lobby" and self.teams.lobby is not None:
+            self.teams.lobby.leave(participant, data, now)
         else:
             self._advance(pid, STEPS[STEPS.index(step) + 1], now)
 
@@ -141,8 +145,12 @@ class Steps:
         """Delete everything about the participant but the fact of the withdrawal."""
         if participant["consent"] != "given":
             raise Rejected("out-of-order", "nothing to withdraw before consent")
+        # the seat goes to an agent, the teammates are told; then the person's rows go
+        others = self.teams.drop(participant["id"], "withdrawn", now) - {participant["id"]}
         self.storage.erase_participant(participant["id"], {
             "step": "withdrawn", "data_consent": "withdrawn", "withdrawn_at": now})
+        for code in self.teams.codes(others):
+            self.pushes.append((code, "state", self.state(code)))
 
     def announce(self, code: str) -> None:
         """Push the participant's page state (after a change made outside their page)."""

@@ -18,6 +18,7 @@ from study.solver import Policy
 from study.storage import Storage
 from study.web.participant import rounds
 from study.web.participant.progress import PartialCookies, RoundSpeed, round_speed
+from study.web.participant.team import Teams
 from study.web.participant.teammate import (
     CANDIDATES,
     Placement,
@@ -50,6 +51,8 @@ class TeamFormation(PartialCookies):
     pushes: deque[tuple[str, str, dict[str, Any]]]
     clock: Callable[[], float]
     background: Callable[[Callable[[], None]], Any]
+    teams: Teams
+    push_states: Callable[[set[int]], None]
 
     def form_team(self, participant_id: int) -> None:
         """Ask for the team of a participant whose practice just ended, off the clock."""
@@ -63,9 +66,13 @@ class TeamFormation(PartialCookies):
                 "AND s.finished_at IS NOT NULL", (participant_id,))
             if waiting is None:  # formed already, or the participant left
                 return
-            self._choose_teammate(participant_id, self.clock())
-        self.pushes.append((waiting["code"], "state", self.state(waiting["code"])))
-        self.flush()
+            if self.protocol.team is not None:  # measured, they wait for their team
+                self._measure_capabilities(participant_id, self.clock())
+                changed = self.teams.enter_lobby(participant_id, self.clock())
+            else:
+                self._choose_teammate(participant_id, self.clock())
+                changed = {participant_id}
+        self.push_states(changed)
 
     def form_pending_teams(self) -> int:
         """Form the teams that a crash left unformed; returns how many."""

@@ -1,0 +1,73 @@
+"""Real teams (docs/teams.md): the lobby, the team's rounds on one clock, dropped seats.
+
+``Teams`` is what the journey holds: for a protocol without ``[team]`` every method is
+a no-op, so the journey calls it unconditionally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from study.protocol import Protocol
+from study.storage import Storage
+from study.web.participant.team.founding import Founding
+from study.web.participant.team.lobby import Lobby
+from study.web.participant.team.play import TeamPlay
+
+# While people wait or play, the scheduler looks at least this often at who is away and
+# which timers ran out.
+WATCH_SECONDS = 1.0
+
+
+class Teams:
+    """The lobby and the playing teams of one protocol."""
+
+    def __init__(self, protocol: Protocol, storage: Storage, teammates: Any,
+                 advance: Callable[[int, str, float], None],
+                 session_of: Callable[[int, int], dict[str, Any]]) -> None:
+        self.storage = storage
+        self.lobby: Lobby | None = None
+        self.play: TeamPlay | None = None
+        if protocol.team is None:
+            return
+
+        def fea_bounds() -> Any:
+            return teammates.fea_bounds
+
+        founding = Founding(protocol, storage, fea_bounds, advance)
+        self.lobby = Lobby(protocol, storage, founding, advance, lambda: teammates.pool)
+        self.play = TeamPlay(protocol, storage, advance, fea_bounds, session_of)
+
+    def enter_lobby(self, participant_id: int, now: float) -> set[int]:
+        """A measured person starts waiting; the teams that can form, form."""
+        assert self.lobby is not None
+        self.lobby.enter(participant_id, now)
+        return self.lobby.form(now) | {participant_id}
+
+    def tick(self, now: float) -> set[int]:
+        """Timers, presence, round starts and ends, in the caller's transaction."""
+        if self.lobby is None or self.play is None:
+            return set()
+        return self.lobby.form(now) | self.play.tick(now)
+
+    def next_due(self, now: float) -> float | None:
+        """When the teams next need the clock: a timer, a round start, or the watch."""
+        if self.lobby is None or self.play is None:
+            return None
+        times = [t for t in (self.lobby.next_due(), self.play.next_due()) if t is not None]
+        if self.play.active() or self.lobby.waiting():
+            times.append(now + WATCH_SECONDS)
+        return min(times, default=None)
+
+    def drop(self, participant_id: int, reason: str, now: float) -> set[int]:
+        """An agent takes the person's seat from the next round (no-op outside a team)."""
+        return self.play.drop(participant_id, reason, now) if self.play else set()
+
+    def codes(self, participant_ids: set[int]) -> list[str]:
+        """The codes of participants still on record (pushes go by code)."""
+        if not participant_ids:
+            return []
+        marks = ", ".join("?" * len(participant_ids))
+        return [row["code"] for row in self.storage.all(
+            f"SELECT code FROM participants WHERE id IN ({marks})", tuple(participant_ids))]

@@ -1,0 +1,86 @@
+"""Agent seats: their coefficients from the pool, matched to the people present, and the
+times at which an agent finishes its cookies.
+
+Eq. 6 for a team: among the pool's admitted teams, the one whose humans lie nearest the
+people present (each person in a seat of their own, the seats chosen to minimise the summed
+squared distance), and, when the protocol names team types, only teams whose *live* team
+(the people in their seats, agents in the rest) is of one of them. The agents take that
+team's other humans' coefficients.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from study.cookies import theme_scale
+from study.decorator import Decorator, round_rng
+from study.pool.names import TEAM_TYPES
+from study.pool.teamtypes import team_type_codes
+from study.protocol import Protocol
+
+
+@dataclass(frozen=True)
+class SeatFill:
+    """Each seat's coefficients: ``people[k]`` sits in ``seat_of[k]``; the pool team
+    ``pool_team`` gives the agents theirs."""
+
+    c: np.ndarray  # [h, n]
+    p: np.ndarray  # [h, n]
+    seat_of: tuple[int, ...]
+    pool_team: int
+    distance: float
+
+
+def fill_with_agents(pool: Any, c: np.ndarray, p: np.ndarray,
+                     team_types: tuple[str, ...] = ()) -> SeatFill | None:
+    """The pool team nearest the people ``c, p`` (``[m, n]``, m below the pool's humans),
+    with the people in the seats that fit best; None when no admitted team gives a live
+    team of ``team_types``."""
+    pool_c, pool_p = pool.coefficients
+    admitted = np.flatnonzero(pool.eligible())
+    pool_c, pool_p = pool_c[admitted], pool_p[admitted]
+    humans = pool_c.shape[1]
+    best: tuple[float, int, tuple[int, ...]] | None = None
+    for seats in itertools.permutations(range(humans), len(c)):
+        live_c, live_p = pool_c.copy(), pool_p.copy()
+        live_c[:, list(seats)], live_p[:, list(seats)] = c, p
+        cost = (((pool_c[:, list(seats)] - c) ** 2).sum(axis=(1, 2))
+                + ((pool_p[:, list(seats)] - p) ** 2).sum(axis=(1, 2)))
+        if team_types:
+            wanted = [TEAM_TYPES.index(name) for name in team_types]
+            cost = np.where(np.isin(team_type_codes(live_c, live_p), wanted), cost, np.inf)
+        row = int(np.argmin(cost)) if len(cost) else -1
+        if row >= 0 and np.isfinite(cost[row]) and (best is None or cost[row] < best[0]):
+            best = (float(cost[row]), row, seats)
+    if best is None:
+        return None
+    cost, row, seats = best
+    team_c, team_p = pool_c[row].copy(), pool_p[row].copy()
+    team_c[list(seats)], team_p[list(seats)] = c, p
+    return SeatFill(team_c, team_p, tuple(seats), int(admitted[row]), float(np.sqrt(cost)))
+
+
+def live_type(c: np.ndarray, p: np.ndarray) -> str:
+    """The team type of one team's coefficients (MODEL.md, "Team types")."""
+    return TEAM_TYPES[int(team_type_codes(c[None], p[None])[0])]
+
+
+def agent_times(protocol: Protocol, seat: dict[str, Any], team_round: dict[str, Any],
+                task_type: int) -> list[float]:
+    """Seconds into the round at which the agent in ``seat`` finishes each cookie: seeded by
+    team, seat, session and round, so it replays identically after a restart. An agent
+    decorates the protocol's own themes (those of ``[cookies]``)."""
+    rng = round_rng(team_round["team_id"], seat["seat"], team_round["session"],
+                    team_round["number"], 7)
+    return agent(protocol, seat).cookie_times(task_type, team_round["seconds"], rng)
+
+
+def agent(protocol: Protocol, seat: dict[str, Any]) -> Decorator:
+    references = tuple(c.reference_speed / theme_scale(protocol, j, c.theme)
+                       for j, c in enumerate(protocol.cookies))
+    return Decorator(capability=(seat["c_squares"], seat["c_letters"]),
+                     reference_speed=references)

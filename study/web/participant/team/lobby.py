@@ -1,0 +1,171 @@
+"""The lobby: people wait after practice until a team forms, or a timer runs out.
+
+Every decision is taken inside the caller's write transaction, on the rows as they are at
+that moment: a team is founded with everyone's state checked and changed together, so
+nobody is placed after their own time-out (docs/teams.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from study.protocol import Protocol, TeamDesign
+from study.storage import Storage
+from study.web.participant.rejections import Rejected
+from study.web.participant.team.agents import fill_with_agents, live_type
+from study.web.participant.team.founding import Founding, Person
+
+
+class Lobby:
+    """Who waits, the two timers, and which teams form."""
+
+    def __init__(self, protocol: Protocol, storage: Storage, founding: Founding,
+                 advance: Callable[[int, str, float], None], pool: Callable[[], Any]) -> None:
+        self.protocol = protocol
+        self.design: TeamDesign = protocol.team  # type: ignore[assignment]
+        self.storage = storage
+        self.founding = founding
+        self.advance = advance
+        self.pool = pool
+
+    def enter(self, participant_id: int, now: float) -> None:
+        """A person whose practice ended (and who is measured) starts waiting."""
+        individual = self.design.individual_seconds
+        self.storage.insert("lobby", {
+            "participant_id": participant_id, "entered_at": now,
+            "individual_deadline": now + individual if individual else None})
+        self.advance(participant_id, "lobby", now)
+
+    def waiting(self) -> list[dict[str, Any]]:
+        return self.storage.all(
+            "SELECT l.*, p.code FROM lobby l JOIN participants p ON p.id = l.participant_id "
+            "WHERE l.outcome IS NULL AND p.step = 'lobby' ORDER BY l.entered_at, l.id")
+
+    def shared_deadline(self, waiting: list[dict[str, Any]]) -> float | None:
+        """The shared timer runs from the first person now waiting: it restarts with the
+        next person once a team has taken the earlier ones (agents never start it)."""
+        if not waiting or not self.design.shared_seconds:
+            return None
+        return waiting[0]["entered_at"] + self.design.shared_seconds
+
+    def next_due(self) -> float | None:
+        """The earliest moment a timer runs out."""
+        waiting = self.waiting()
+        times = [row["individual_deadline"] for row in waiting if row["individual_deadline"]]
+        shared = self.shared_deadline(waiting)
+        return min([*times, *([shared] if shared else [])], default=None)
+
+    def form(self, now: float) -> set[int]:
+        """Found every team the waiting people make, then apply the timers that ran out;
+        returns the participants whose page changed."""
+        changed: set[int] = set()
+        waiting = self.waiting()
+        for group in self._groups(waiting):
+            self.founding.found([self._person(row) for row in group], None,
+                                self.design.formation, now)
+            changed |= {row["participant_id"] for row in group}
+        waiting = [row for row in waiting if row["participant_id"] not in changed]
+        shared = self.shared_deadline(waiting)
+        if shared is not None and now >= shared:
+            for row in waiting:
+                self._time_out(row, waiting, "shared-timeout", now, changed)
+        for row in waiting:
+            if (row["participant_id"] not in changed and row["individual_deadline"]
+                    and now >= row["individual_deadline"]):
+                self._time_out(row, [row], "individual-timeout", now, changed)
+        return changed
+
+    def leave(self, participant: dict[str, Any], data: dict[str, Any], now: float) -> None:
+        """The person leaves the lobby (once ``leave_after_seconds`` have passed): the
+        unmatched page with the return link."""
+        if data.get("leave") is not True:
+            raise Rejected("malformed", "data.leave must be true")
+        row = self.storage.one("SELECT * FROM lobby WHERE participant_id = ?",
+                               (participant["id"],))
+        if row is None or now < row["entered_at"] + self.design.leave_after_seconds:
+            raise Rejected("out-of-order", "the waiting room cannot be left yet")
+        self._close(row, "left", None, now)
+        self.advance(participant["id"], "unmatched", now)
+
+    def page(self, participant_id: int) -> dict[str, Any] | None:
+        """What the waiting page shows: who is here, and when the wait ends."""
+        row = self.storage.one("SELECT * FROM lobby WHERE participant_id = ?",
+                               (participant_id,))
+        if row is None:
+            return None
+        waiting = self.waiting()
+        shared = self.shared_deadline(waiting)
+        individual = row["individual_deadline"]
+        return {"waiting": len(waiting), "needed": self.design.persons,
+                "entered_at": row["entered_at"], "shared_deadline": shared,
+                "individual_deadline": individual,
+                "deadline": min((t for t in (shared, individual) if t), default=None),
+                "on_timeout": self.design.on_timeout,
+                "leave_at": row["entered_at"] + self.design.leave_after_seconds}
+
+    # --- forming ------------------------------------------------------------------------
+
+    def _groups(self, waiting: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """Disjoint groups of waiting people that make a team, earliest arrivals first."""
+        size = self.design.persons
+        if self.design.formation == "arrival":
+            return [waiting[i:i + size] for i in range(0, len(waiting) - size + 1, size)]
+        groups, taken = [], set()
+        for group in itertools.combinations(waiting, size):
+            ids = {row["participant_id"] for row in group}
+            if ids & taken or not self._of_type([self._person(row) for row in group]):
+                continue
+            groups.append(list(group))
+            taken |= ids
+        return groups
+
+    def _of_type(self, people: list[Person]) -> bool:
+        """Whether these people alone fill the team with a live type the design names."""
+        c = np.array([person.c for person in people])
+        p = np.array([person.p for person in people])
+        return live_type(c, p) in self.design.team_types
+
+    def _time_out(self, row: dict[str, Any], waiting: list[dict[str, Any]], formed_by: str,
+                  now: float, changed: set[int]) -> None:
+        """A timer ran out for ``row``: with ``agents`` the people of ``waiting`` still
+        unplaced start with agents in the empty seats (by arrival: in groups; by traits:
+        each with agents of the right type); with ``unmatched`` the person goes."""
+        if row["participant_id"] in changed:
+            return
+        if self.design.on_timeout == "unmatched":
+            self._close(row, "timeout", None, now)
+            self.advance(row["participant_id"], "unmatched", now)
+            changed.add(row["participant_id"])
+            return
+        size = 1 if self.design.formation == "traits" else self.design.persons
+        free = [r for r in waiting if r["participant_id"] not in changed]
+        start = free.index(row)
+        group = free[start:start + size] if size > 1 else [row]
+        self._with_agents(group, formed_by, now, changed)
+
+    def _with_agents(self, group: list[dict[str, Any]], formed_by: str, now: float,
+                     changed: set[int]) -> None:
+        people = [self._person(row) for row in group]
+        fill = fill_with_agents(self.pool(), np.array([person.c for person in people]),
+                                np.array([person.p for person in people]),
+                                self.design.team_types if self.design.formation == "traits"
+                                else ())
+        if fill is None:  # no pool team makes the type with them: nobody can be placed
+            for row in group:
+                self._close(row, "timeout", None, now)
+                self.advance(row["participant_id"], "unmatched", now)
+        else:
+            self.founding.found(people, fill, formed_by, now)
+        changed |= {row["participant_id"] for row in group}
+
+    def _person(self, row: dict[str, Any]) -> Person:
+        return self.founding.person(row["participant_id"])
+
+    def _close(self, row: dict[str, Any], outcome: str, team_id: int | None,
+               now: float) -> None:
+        self.storage.update("lobby", row["id"], {"outcome": outcome, "left_at": now,
+                                                 "team_id": team_id})

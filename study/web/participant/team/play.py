@@ -1,0 +1,367 @@
+"""A team's rounds on one server clock, its seats' presence, and agents taking over.
+
+The server starts every round of a team session: a session's first round once every
+member still in their seat reached it (or ``start_seconds`` after the first did), each
+later round ``break_seconds`` after the previous closed. A round writes the team's rows
+and, for each person in their seat, a round of their own that their cookies are checked
+against as in an individual study. Everything is read back from the database, so a
+restarted server goes on where the team was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from study.cookies import cookie_elements, target
+from study.model import Team
+from study.protocol import TASK_NAMES, Protocol, TeamDesign
+from study.solver import Policy, solve
+from study.storage import Storage, to_json
+from study.web.participant import rounds
+from study.web.participant.team.agents import agent, agent_times
+from study.web.participant.teammate import algorithm_for
+
+# The steps during which a person holds up their team: from the team page to the end of
+# the second session. Away longer than ``grace_seconds`` there, they are dropped.
+PLAYING_STEPS = ("teammate", "intro-1", "session-1", "questionnaire-1", "intro-2",
+                 "session-2")
+SESSIONS = 2
+
+
+def plays_agent(seat: dict[str, Any], session: int, number: int) -> bool:
+    """Whether an agent plays this seat in round ``number`` of ``session``."""
+    if seat["kind"] == "agent":
+        return True
+    if seat["agent_from_session"] is None:
+        return False
+    return (session, number) >= (seat["agent_from_session"], seat["agent_from_round"])
+
+
+class TeamPlay:
+    """Rounds, presence and drops of the teams of one protocol."""
+
+    def __init__(self, protocol: Protocol, storage: Storage,
+                 advance: Callable[[int, str, float], None], fea_bounds: Callable[[], Any],
+                 session_of: Callable[[int, int], dict[str, Any]]) -> None:
+        self.protocol = protocol
+        self.design: TeamDesign = protocol.team  # type: ignore[assignment]
+        self.storage = storage
+        self.advance = advance
+        self.fea_bounds = fea_bounds
+        self.session_of = session_of
+        self.policies: dict[tuple[int, int], Policy] = {}
+
+    # --- the clock ----------------------------------------------------------------------
+
+    def tick(self, now: float) -> set[int]:
+        """Bring every team up to ``now``; returns the participants whose page changed."""
+        changed: set[int] = set()
+        for team in self._active():
+            changed |= self._presence(team, now)
+            changed |= self._close_due(team, now)
+            changed |= self._start_due(self._team(team["id"]), now)
+        return changed
+
+    def next_due(self) -> float | None:
+        row = self.storage.one("SELECT min(next_round_at) AS at FROM teams "
+                               "WHERE finished_at IS NULL AND next_round_at IS NOT NULL")
+        return row["at"] if row else None  # type: ignore[index]
+
+    def active(self) -> bool:
+        return self.storage.one("SELECT 1 FROM teams WHERE finished_at IS NULL") is not None
+
+    def _active(self) -> list[dict[str, Any]]:
+        return self.storage.all("SELECT * FROM teams WHERE finished_at IS NULL AND "
+                                "protocol = ? ORDER BY id", (self.protocol.name,))
+
+    def _team(self, team_id: int) -> dict[str, Any]:
+        return self.storage.one("SELECT * FROM teams WHERE id = ?", (team_id,))  # type: ignore[return-value]
+
+    def seats(self, team_id: int) -> list[dict[str, Any]]:
+        return self.storage.all(
+            "SELECT s.*, p.code, p.step FROM seats s LEFT JOIN participants p "
+            "ON p.id = s.participant_id WHERE s.team_id = ? ORDER BY s.seat", (team_id,))
+
+    def _present(self, team_id: int) -> list[dict[str, Any]]:
+        """The people still in their seats."""
+        return [seat for seat in self.seats(team_id)
+                if seat["kind"] == "person" and seat["dropped_at"] is None
+                and seat["participant_id"] is not None]
+
+    # --- presence and drops -------------------------------------------------------------
+
+    def _presence(self, team: dict[str, Any], now: float) -> set[int]:
+        """Mark who has no open page since when; drop whoever is away past the grace."""
+        changed: set[int] = set()
+        for seat in self._present(team["id"]):
+            if seat["step"] not in PLAYING_STEPS:
+                continue
+            online = self.storage.one("SELECT 1 FROM connections WHERE code = ?",
+                                      (seat["code"],)) is not None
+            if online and seat["away_since"] is not None:
+                self.storage.update("seats", seat["id"], {"away_since": None})
+            elif not online and seat["away_since"] is None:
+                self.storage.update("seats", seat["id"], {"away_since": now})
+            elif not online and now - seat["away_since"] > self.design.grace_seconds:
+                changed |= self.drop(seat["participant_id"], "away", now)
+        return changed
+
+    def drop(self, participant_id: int, reason: str, now: float) -> set[int]:
+        """An agent with the person's measured coefficients plays their seat from the next
+        round on; ``away`` and ``late`` send the person to the ``dropped`` page. Returns
+        the participants whose page changed (none for someone not in a playing team)."""
+        seat = self.storage.one("SELECT * FROM seats WHERE participant_id = ? AND "
+                                "dropped_at IS NULL AND kind = 'person'", (participant_id,))
+        if seat is None:
+            return set()
+        team = self._team(seat["team_id"])
+        if team["finished_at"] is not None:
+            return set()
+        session, number = self._next_round(team)
+        self.storage.update("seats", seat["id"], {
+            "dropped_at": now, "drop_reason": reason, "agent_from_session": session,
+            "agent_from_round": number})
+        if reason in ("away", "late"):
+            self.advance(participant_id, "dropped", now)
+        present = self._present(team["id"])
+        if not present:  # nobody left to play for
+            self.storage.update("teams", team["id"], {"finished_at": now,
+                                                      "next_round_at": None})
+        return {participant_id} | {s["participant_id"] for s in present}
+
+    def _next_round(self, team: dict[str, Any]) -> tuple[int, int]:
+        """The first round an agent taking a seat now would play."""
+        last = self._last_round(team["id"])
+        if last is None:
+            return 1, 1
+        if last["number"] >= self.protocol.rounds:
+            return last["session"] + 1, 1
+        return last["session"], last["number"] + 1
+
+    def _last_round(self, team_id: int) -> dict[str, Any] | None:
+        return self.storage.one("SELECT * FROM team_rounds WHERE team_id = ? "
+                                "ORDER BY session DESC, number DESC LIMIT 1", (team_id,))
+
+    # --- rounds -------------------------------------------------------------------------
+
+    def _close_due(self, team: dict[str, Any], now: float) -> set[int]:
+        due = self.storage.one("SELECT * FROM team_rounds WHERE team_id = ? AND closed_at IS "
+                               "NULL AND deadline <= ?", (team["id"], now))
+        if due is None:
+            return set()
+        seats = self.seats(team["id"])
+        allocated = {row["seat"]: row["task_type"] for row in self.storage.all(
+            "SELECT seat, task_type FROM team_allocations WHERE team_round_id = ?",
+            (due["id"],))}
+        for seat in seats:
+            if plays_agent(seat, due["session"], due["number"]):
+                self._agent_cookies(seat, due, allocated[seat["seat"]])
+        self.storage.update("team_rounds", due["id"], {"closed_at": now,
+                                                       "close_reason": "deadline"})
+        last_of_session = due["number"] >= self.protocol.rounds
+        values: dict[str, Any] = {"next_round_at": None if last_of_session
+                                  else now + self.design.break_seconds}
+        if last_of_session and due["session"] == SESSIONS:
+            values["finished_at"] = now
+        self.storage.update("teams", team["id"], values)
+        return {seat["participant_id"] for seat in self._present(team["id"])}
+
+    def _agent_cookies(self, seat: dict[str, Any], team_round: dict[str, Any],
+                       task_type: int) -> None:
+        times = agent_times(self.protocol, seat, team_round, task_type)
+        self.storage.db["seat_cookies"].insert_all([{
+            "team_round_id": team_round["id"], "team_id": team_round["team_id"],
+            "seat": seat["seat"], "number": number, "task_type": task_type,
+            "finished_at": team_round["started_at"] + seconds, "seconds": seconds}
+            for number, seconds in enumerate(times, 1)])
+
+    def _start_due(self, team: dict[str, Any], now: float) -> set[int]:
+        if team["finished_at"] is not None:
+            return set()
+        if team["next_round_at"] is not None:
+            if team["next_round_at"] > now:
+                return set()
+            return self._start_round(team, now)
+        last = self._last_round(team["id"])
+        if last is not None and last["closed_at"] is None:
+            return set()
+        return self._start_session(team, now)
+
+    def _start_session(self, team: dict[str, Any], now: float) -> set[int]:
+        """Open the next session once everyone still in a seat is at its step, or once the
+        first of them has waited ``start_seconds`` (the others are dropped)."""
+        number = team["session"] + 1
+        if number > SESSIONS:
+            return set()
+        step = f"session-{number}"
+        present = self._present(team["id"])
+        arrived = self.storage.all(
+            "SELECT participant_id, min(at) AS at FROM steps WHERE step = ? AND "
+            f"participant_id IN ({', '.join('?' * len(present))}) GROUP BY participant_id",
+            (step, *[seat["participant_id"] for seat in present]))
+        if not arrived:
+            return set()
+        changed: set[int] = set()
+        here = {row["participant_id"] for row in arrived}
+        if len(here) < len(present):
+            if now < min(row["at"] for row in arrived) + self.design.start_seconds:
+                return set()
+            for seat in present:
+                if seat["participant_id"] not in here:
+                    changed |= self.drop(seat["participant_id"], "late", now)
+        self.storage.update("teams", team["id"], {
+            "session": number, "session_started_at": now,
+            "next_round_at": now + self.design.break_seconds})
+        return changed | here
+
+    def _start_round(self, team: dict[str, Any], now: float) -> set[int]:
+        session = team["session"]
+        last = self._last_round(team["id"])
+        number = last["number"] + 1 if last and last["session"] == session else 1
+        order = json.loads(team["condition_order"])
+        kits, held = self._kits(team, session)
+        seconds = self.protocol.round_seconds
+        team_round_id = self.storage.insert("team_rounds", {
+            "team_id": team["id"], "session": session, "number": number,
+            "condition": order[session - 1], "started_at": now, "deadline": now + seconds,
+            "seconds": seconds})
+        self.storage.db["team_allocations"].insert_all([{
+            "team_round_id": team_round_id, "team_id": team["id"], "session": session,
+            "round": number, "seat": seat, "task_type": task, "task_name": TASK_NAMES[task],
+            "held_before": to_json(held.tolist()), "at": now}
+            for seat, task in enumerate(kits)])
+        players = [seat for seat in self._present(team["id"])
+                   if not plays_agent(seat, session, number)]
+        for seat in players:
+            self._person_round(seat, team_round_id, session, number, kits, held, now)
+        self.storage.update("teams", team["id"], {"next_round_at": None})
+        return {seat["participant_id"] for seat in players}
+
+    def _kits(self, team: dict[str, Any], session: int) -> tuple[tuple[int, ...], np.ndarray]:
+        rows = self.storage.all("SELECT seat AS human, task_type FROM team_allocations "
+                                "WHERE team_id = ? AND session = ?", (team["id"], session))
+        held = rounds.held_before(rows, team["humans"], len(self.protocol.kits))
+        return rounds.next_kits(self._policy(team, session), held), held
+
+    def _policy(self, team: dict[str, Any], session: int) -> Policy:
+        key = (team["id"], session)
+        if key not in self.policies:
+            condition = self.protocol.condition(json.loads(team["condition_order"])[session - 1])
+            live = Team(np.array(json.loads(team["team_c"])), np.array(json.loads(team["team_p"])))
+            self.policies[key] = solve(live, algorithm_for(condition, self.fea_bounds()),
+                                       self.protocol.kits, condition.round_order)
+        return self.policies[key]
+
+    def _person_round(self, seat: dict[str, Any], team_round_id: int, session: int,
+                      number: int, kits: tuple[int, ...], held: np.ndarray, now: float) -> None:
+        """The person's own round of a team round, and the allocation as they saw it."""
+        own = self.session_of(seat["participant_id"], session)
+        participant = self.storage.one("SELECT * FROM participants WHERE id = ?",
+                                       (seat["participant_id"],))
+        themes = rounds.themes_of(self.protocol, participant)  # type: ignore[arg-type]
+        task = kits[seat["seat"]]
+        seconds = self.protocol.round_seconds
+        round_id = self.storage.insert("rounds", {
+            "session_id": own["id"], "participant_id": seat["participant_id"],
+            "number": number, "task_type": task, "task_name": TASK_NAMES[task],
+            "theme": themes[task], "started_at": now, "deadline": now + seconds,
+            "seconds": seconds, "participant_cookies": 0, "teammate_cookies": 0,
+            "team_round_id": team_round_id})
+        self.storage.db["allocations"].insert_all([{
+            "round_id": round_id, "session_id": own["id"],
+            "participant_id": seat["participant_id"], "round": number, "human": human,
+            "role": "participant" if human == seat["seat"] else "teammate",
+            "task_type": kit, "task_name": TASK_NAMES[kit],
+            "held_before": to_json(held.tolist()), "at": now}
+            for human, kit in enumerate(kits)])
+
+    # --- what the pages show --------------------------------------------------------------
+
+    def member(self, participant_id: int) -> dict[str, Any] | None:
+        """``state.team``: the person's team and its seats."""
+        seat = self.storage.one("SELECT * FROM seats WHERE participant_id = ?",
+                                (participant_id,))
+        if seat is None:
+            return None
+        return {"id": seat["team_id"], "seat": seat["seat"],
+                "humans": self.design.humans,
+                "seats": [{"seat": s["seat"], "kind": s["kind"],
+                           "you": s["seat"] == seat["seat"],
+                           "dropped": s["dropped_at"] is not None}
+                          for s in self.seats(seat["team_id"])]}
+
+    def round_state(self, session: dict[str, Any], running: dict[str, Any] | None,
+                    now: float) -> dict[str, Any]:
+        """``state.round``'s team keys: when the next round starts, whom the session still
+        waits for, and, while a round runs, every other seat's station."""
+        team = self._team(session["team_id"])
+        waiting_for = 0
+        if team["session"] < session["number"]:
+            waiting_for = sum(seat["step"] != f"session-{session['number']}"
+                              for seat in self._present(team["id"]))
+        state: dict[str, Any] = {"team": {"next_at": team["next_round_at"],
+                                          "waiting_for": waiting_for}}
+        if running is not None and running["team_round_id"] is not None:
+            state["stations"] = self._stations(running, session["participant_human"], now)
+        return state
+
+    def _stations(self, own_round: dict[str, Any], own_seat: int,
+                  now: float) -> list[dict[str, Any]]:
+        team_round = self.storage.one("SELECT * FROM team_rounds WHERE id = ?",
+                                      (own_round["team_round_id"],))
+        allocated = {row["seat"]: row["task_type"] for row in self.storage.all(
+            "SELECT seat, task_type FROM team_allocations WHERE team_round_id = ?",
+            (team_round["id"],))}  # type: ignore[index]
+        return [self._station(seat, team_round, allocated[seat["seat"]], now)  # type: ignore[arg-type]
+                for seat in self.seats(team_round["team_id"])  # type: ignore[index]
+                if seat["seat"] != own_seat]
+
+    def _station(self, seat: dict[str, Any], team_round: dict[str, Any], task: int,
+                 now: float) -> dict[str, Any]:
+        station: dict[str, Any] = {"seat": seat["seat"], "task_type": task,
+                                   "task_name": TASK_NAMES[task],
+                                   "taken_over": seat["kind"] == "person"
+                                   and seat["dropped_at"] is not None}
+        if plays_agent(seat, team_round["session"], team_round["number"]):
+            times = [team_round["started_at"] + t
+                     for t in agent_times(self.protocol, seat, team_round, task)]
+            theme = self.protocol.cookies[task].theme
+            return {**station, "kind": "agent", "times": times,
+                    "cookies": sum(t <= now for t in times),
+                    "cookie_seconds": 1.0 / agent(self.protocol, seat).speed(task),
+                    "target": target(self.protocol, task, theme)}
+        row = self.storage.one("SELECT * FROM rounds WHERE team_round_id = ? AND "
+                               "participant_id = ?", (team_round["id"], seat["participant_id"]))
+        return {**station, "kind": "person", **self._work(row, task)}
+
+    def _work(self, row: dict[str, Any] | None, task: int) -> dict[str, Any]:
+        """A person's station: their cookie, how many they finished, how far the current
+        one is."""
+        theme = row["theme"] if row else self.protocol.cookies[task].theme
+        work = {"target": target(self.protocol, task, theme), "cookies": 0, "placed": 0,
+                "elements": cookie_elements(self.protocol, task, theme)}
+        if row is None:
+            return work
+        latest = self.storage.one("SELECT placed FROM progress WHERE round_id = ? AND "
+                                  "cookie = ? ORDER BY id DESC LIMIT 1",
+                                  (row["id"], row["participant_cookies"] + 1))
+        return {**work, "cookies": row["participant_cookies"],
+                "placed": latest["placed"] if latest else 0}
+
+    def station_push(self, row: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+        """After a person's cookie or placed element: whom to tell, and what."""
+        team_round = self.storage.one("SELECT * FROM team_rounds WHERE id = ?",
+                                      (row["team_round_id"],))
+        seat = self.storage.one("SELECT seat FROM seats WHERE participant_id = ? AND "
+                                "team_id = ?", (row["participant_id"], team_round["team_id"]))  # type: ignore[index]
+        fresh = self.storage.one("SELECT * FROM rounds WHERE id = ?", (row["id"],))
+        work = self._work(fresh, row["task_type"])
+        others = [s["code"] for s in self._present(team_round["team_id"])  # type: ignore[index]
+                  if s["participant_id"] != row["participant_id"]]
+        return others, {"team_round": row["team_round_id"], "seat": seat["seat"],  # type: ignore[index]
+                        "cookies": work["cookies"], "placed": work["placed"],
+                        "elements": work["elements"]}

@@ -1,0 +1,339 @@
+"""Real teams through the real Socket.IO server and a real SQLite file (docs/teams.md).
+
+The clock is injected: lobby timers, grace periods and deadlines are crossed by moving a
+fake clock and calling ``tick(now)``, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from web_support import DEMO, FakeClock, make_app, msg, page_socket, small_pool
+
+TEAM = """
+[team]
+seats = {seats}
+formation = "{formation}"
+{team_types}
+grace_seconds = 5
+break_seconds = 3
+start_seconds = 60
+
+[team.lobby]
+{timers}
+on_timeout = "{on_timeout}"
+leave_after_seconds = 40
+
+[pages.lobby]
+title = "The waiting room"
+text = "Your teammates finish their practice."
+
+[pages.team]
+title = "Your team is ready"
+text = "You decorate together with the people in your team."
+"""
+
+
+def team_protocol(directory: Path, seats: int = 2, formation: str = "arrival",
+                  timers: str = "shared_seconds = 300\nindividual_seconds = 600",
+                  on_timeout: str = "agents") -> Path:
+    """The demo study with a ``[team]`` of ``seats`` people."""
+    team_types = 'team_types = ["mixed"]' if formation == "traits" else ""
+    text = DEMO.read_text(encoding="utf-8").replace('name = "demo"', 'name = "demo-team"')
+    if seats == 3:
+        text = text.replace("kits = [2, 2]", "kits = [3, 3]").replace(
+            "humans = 2", "humans = 3").replace(
+            'algorithms = ["efficient", "fair"]', 'algorithms = ["efficient"]').replace(
+            "fair_gap_above = 0.60\n", "").split("[pool.teammate]")[0]
+    path = directory / f"team{seats}-{formation}-{on_timeout}.toml"
+    path.write_text(text + TEAM.format(
+        seats=json.dumps(["person"] * seats), formation=formation, team_types=team_types,
+        timers=timers, on_timeout=on_timeout), encoding="utf-8")
+    return path
+
+
+class Person:
+    """One person's page: a Socket.IO connection speaking the documented protocol."""
+
+    def __init__(self, app: Any, code: str) -> None:
+        self.app, self.code = app, code
+        self.client, self.browser = page_socket(app, code)
+        assert self.client.emit("join", {"code": code}, callback=True)["ok"]
+
+    def send(self, event: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return self.client.emit(event, {"msg_id": msg(), **payload}, callback=True)
+
+    def submit(self, step: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+        reply = self.send("submit", {"step": step, "data": data or {}})
+        assert reply["ok"], reply
+        return reply["state"]
+
+    def state(self) -> dict[str, Any]:
+        return self.client.emit("sync", {}, callback=True)["state"]
+
+    def pushed(self, event: str) -> list[dict[str, Any]]:
+        return [item["args"][0] for item in self.client.get_received() if item["name"] == event]
+
+    def cookie(self, round_state: dict[str, Any]) -> dict[str, Any]:
+        target = round_state["target"]
+        content = target["text"] if target["kind"] == "letters" else target["cells"][::-1]
+        return self.send("cookie", {"round_id": round_state["id"], "content": content})
+
+    def leave(self) -> None:
+        self.client.disconnect()
+
+
+def journey(app: Any) -> Any:
+    return app.extensions["study"]
+
+
+def rows(app: Any, sql: str, *params: Any) -> list[dict[str, Any]]:
+    return journey(app).storage.all(sql, params)
+
+
+def practise(app: Any, clock: FakeClock, person: Person, squares: int = 1, letters: int = 3,
+             ratings: tuple[int, int] = (7, 1)) -> None:
+    """Consent, ratings and four practice rounds, finishing ``squares`` and ``letters``
+    cookies in the measured rounds."""
+    person.submit("consent", {"agree": True})
+    person.submit("themes")
+    person.submit("preferences", {"ratings": {"ravens": ratings[0], "steelers": ratings[1]}})
+    for number, count in enumerate((1, squares, 1, letters), 1):
+        round_state = person.send("start_round", {"round": number})["state"]["round"]
+        for _ in range(count):
+            clock.advance(1.0)
+            assert person.cookie(round_state)["ok"]
+        clock.advance(journey(app).protocol.practice_seconds)
+        journey(app).tick(clock.now)
+
+
+def tick_until(app: Any, clock: FakeClock, done: Any, step: float = 1.0,
+               limit: int = 600) -> None:
+    """Move the clock a second at a time, ticking, until ``done()`` holds."""
+    for _ in range(limit):
+        if done():
+            return
+        clock.advance(step)
+        journey(app).tick(clock.now)
+    raise AssertionError("the condition never held")
+
+
+def running(person: Person) -> dict[str, Any] | None:
+    round_state = person.state()["round"]
+    return round_state if round_state and round_state["running"] else None
+
+
+def to_session(app: Any, clock: FakeClock, people: list[Person], number: int) -> None:
+    for person in people:
+        if number == 1:
+            person.submit("teammate")
+        person.submit(f"intro-{number}")
+    tick_until(app, clock, lambda: all(running(person) for person in people))
+
+
+def play_round(app: Any, clock: FakeClock, people: list[Person]) -> None:
+    states = [running(person) for person in people]
+    clock.advance(1.5)
+    for person, round_state in zip(people, states, strict=True):
+        if round_state is not None:
+            assert person.cookie(round_state)["ok"]
+    clock.advance(journey(app).protocol.round_seconds)
+    journey(app).tick(clock.now)
+
+
+@pytest.fixture(scope="module")
+def teammates3(tmp_path_factory: pytest.TempPathFactory):
+    """A small real pool of three-human teams."""
+    return small_pool(tmp_path_factory.mktemp("pools3"), kits=(3, 3), humans=3)
+
+
+def test_two_people_by_arrival_play_every_round_on_one_clock(tmp_path, teammates):
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
+    ada, bo = Person(app, "ada-1"), Person(app, "bo-22")
+    practise(app, clock, ada)
+    assert ada.state()["step"] == "lobby"
+    lobby = ada.state()["lobby"]
+    assert (lobby["waiting"], lobby["needed"]) == (1, 2)
+    assert lobby["shared_deadline"] == pytest.approx(lobby["entered_at"] + 300)
+    practise(app, clock, bo, squares=2, letters=2, ratings=(2, 6))
+    assert [ada.state()["step"], bo.state()["step"]] == ["teammate", "teammate"]
+    (team,) = rows(app, "SELECT * FROM teams")
+    assert (team["formed_by"], team["persons"], team["humans"]) == ("arrival", 2, 2)
+    assert [s["kind"] for s in rows(app, "SELECT kind FROM seats ORDER BY seat")] == \
+        ["person", "person"]
+    assert ada.state()["team"]["seats"][0]["you"] is True
+
+    to_session(app, clock, [ada, bo], 1)
+    first, second = running(ada), running(bo)
+    assert first["started_at"] == second["started_at"]
+    assert first["deadline"] == second["deadline"]
+    refused = ada.send("start_round", {"round": 2})
+    assert refused["reason"] == "out-of-order"
+    assert [s["kind"] for s in first["stations"]] == ["person"]
+
+    bo.client.get_received()
+    clock.advance(1.5)
+    assert ada.cookie(first)["ok"]
+    (station,) = bo.pushed("station")
+    assert (station["seat"], station["cookies"]) == (0, 1)
+    assert running(bo)["stations"][0]["cookies"] == 1
+    clock.advance(journey(app).protocol.round_seconds)
+    journey(app).tick(clock.now)
+    tick_until(app, clock, lambda: running(ada) is not None)
+    play_round(app, clock, [ada, bo])
+    for person in (ada, bo):
+        assert person.state()["step"] == "questionnaire-1"
+    team_kits = rows(app, "SELECT round, seat, task_type FROM team_allocations "
+                          "WHERE session = 1 ORDER BY round, seat")
+    for pid in (1, 2):
+        seen = rows(app, "SELECT a.round, a.human AS seat, a.task_type FROM allocations a "
+                         "JOIN sessions s ON s.id = a.session_id WHERE s.number = 1 AND "
+                         "a.participant_id = ? ORDER BY a.round, a.human", pid)
+        assert seen == team_kits
+    sessions = rows(app, "SELECT participant_id, condition, team_id, participant_human FROM "
+                         "sessions WHERE number = 1 ORDER BY participant_id")
+    assert {s["condition"] for s in sessions} == {json.loads(team["condition_order"])[0]}
+    assert [s["participant_human"] for s in sessions] == [0, 1]
+
+
+def test_a_shared_timeout_starts_the_person_with_an_agent(tmp_path, teammates):
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path, timers=(
+        "shared_seconds = 30\nindividual_seconds = 90")))
+    ada = Person(app, "ada-1")
+    practise(app, clock, ada)
+    deadline = ada.state()["lobby"]["deadline"]
+    tick_until(app, clock, lambda: ada.state()["step"] != "lobby")
+    assert clock.now >= deadline
+    assert ada.state()["step"] == "teammate"
+    (team,) = rows(app, "SELECT * FROM teams")
+    assert team["formed_by"] == "shared-timeout"
+    seats = rows(app, "SELECT * FROM seats ORDER BY seat")
+    assert sorted(s["kind"] for s in seats) == ["agent", "person"]
+    agent = next(s for s in seats if s["kind"] == "agent")
+    assert agent["pool_team"] is not None and agent["participant_id"] is None
+    (entry,) = rows(app, "SELECT * FROM lobby")
+    assert (entry["outcome"], entry["team_id"]) == ("team", team["id"])
+
+    to_session(app, clock, [ada], 1)
+    (station,) = running(ada)["stations"]
+    assert station["kind"] == "agent" and station["times"] == sorted(station["times"])
+    play_round(app, clock, [ada])
+    cookies = rows(app, "SELECT * FROM seat_cookies WHERE seat = ?", agent["seat"])
+    assert len(cookies) == len(station["times"])
+
+
+def test_an_individual_timeout_sends_the_person_away(tmp_path, teammates):
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock,
+                   team_protocol(tmp_path, timers="individual_seconds = 50",
+                                 on_timeout="unmatched"))
+    ada = Person(app, "ada-1")
+    practise(app, clock, ada)
+    lobby = ada.state()["lobby"]
+    assert lobby["shared_deadline"] is None
+    assert lobby["deadline"] == pytest.approx(lobby["entered_at"] + 50)
+    clock.advance(30)
+    bo = Person(app, "bo-22")
+    bo.submit("consent", {"agree": True})
+    tick_until(app, clock, lambda: ada.state()["step"] != "lobby")
+    assert clock.now >= lobby["deadline"]
+    assert ada.state()["step"] == "unmatched"
+    assert rows(app, "SELECT outcome FROM lobby")[0]["outcome"] == "timeout"
+    assert rows(app, "SELECT * FROM teams") == []
+
+
+def test_a_person_may_leave_the_lobby_only_after_the_wait(tmp_path, teammates):
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path, timers=(
+        "individual_seconds = 300")))
+    ada = Person(app, "ada-1")
+    practise(app, clock, ada)
+    assert ada.send("submit", {"step": "lobby", "data": {"leave": True}})["reason"] == \
+        "out-of-order"
+    clock.advance(41)
+    assert ada.submit("lobby", {"leave": True})["step"] == "unmatched"
+    assert rows(app, "SELECT outcome FROM lobby")[0]["outcome"] == "left"
+
+
+def test_traits_form_the_mixed_team_and_pass_over_a_pair_that_is_not(tmp_path, teammates):
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock,
+                   team_protocol(tmp_path, formation="traits", timers="shared_seconds = 900"))
+    # letters-fast people who prefer the squares theme are negative, the others positive
+    negative, positive, other = (Person(app, code) for code in ("neg-1", "pos-1", "pos-2"))
+    practise(app, clock, positive, squares=2, letters=2, ratings=(1, 7))
+    practise(app, clock, other, squares=2, letters=3, ratings=(2, 6))
+    assert rows(app, "SELECT * FROM teams") == []  # two positive people make Twins
+    practise(app, clock, negative, squares=1, letters=6, ratings=(7, 1))
+    (team,) = rows(app, "SELECT * FROM teams")
+    assert (team["formed_by"], team["live_type"]) == ("traits", "mixed")
+    members = {row["code"] for row in rows(
+        app, "SELECT p.code FROM seats s JOIN participants p ON p.id = s.participant_id")}
+    assert members == {"neg-1", "pos-1"}
+    assert other.state()["step"] == "lobby"
+
+
+def test_a_closed_page_past_the_grace_hands_the_seat_to_an_agent(tmp_path, teammates):
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
+    ada, bo = Person(app, "ada-1"), Person(app, "bo-22")
+    practise(app, clock, ada)
+    practise(app, clock, bo, squares=2, letters=2, ratings=(2, 6))
+    to_session(app, clock, [ada, bo], 1)
+    bo.leave()
+    left = clock.now
+    tick_until(app, clock, lambda: rows(app, "SELECT dropped_at FROM seats WHERE seat = 1")[0][
+        "dropped_at"] is not None)
+    assert clock.now - left > 5
+    play_round(app, clock, [ada])
+    tick_until(app, clock, lambda: running(ada) is not None)
+    seat = rows(app, "SELECT * FROM seats WHERE seat = 1")[0]
+    assert seat["drop_reason"] == "away"
+    assert (seat["agent_from_session"], seat["agent_from_round"]) == (1, 2)
+    assert rows(app, "SELECT step FROM participants WHERE code = 'bo-22'")[0]["step"] == \
+        "dropped"
+    (station,) = running(ada)["stations"]
+    assert station["kind"] == "agent" and station["taken_over"] is True
+    play_round(app, clock, [ada])
+    assert rows(app, "SELECT count(*) AS n FROM rounds WHERE participant_id = 2 "
+                     "AND team_round_id IS NOT NULL")[0]["n"] == 1
+    assert rows(app, "SELECT DISTINCT seat FROM seat_cookies") in ([], [{"seat": 1}])
+    assert ada.state()["step"] == "questionnaire-1"
+
+
+def test_a_withdrawal_deletes_the_persons_rows_and_keeps_the_teams(tmp_path, teammates):
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
+    ada, bo = Person(app, "ada-1"), Person(app, "bo-22")
+    practise(app, clock, ada)
+    practise(app, clock, bo, squares=2, letters=2, ratings=(2, 6))
+    to_session(app, clock, [ada, bo], 1)
+    play_round(app, clock, [ada, bo])
+    assert bo.send("withdraw", {})["ok"]
+    for table in ("rounds", "allocations", "sessions", "measurements", "lobby"):
+        assert rows(app, f"SELECT * FROM {table} WHERE participant_id = 2") == []
+    seat = rows(app, "SELECT * FROM seats WHERE seat = 1")[0]
+    assert (seat["participant_id"], seat["drop_reason"]) == (None, "withdrawn")
+    assert len(rows(app, "SELECT * FROM allocations WHERE participant_id = 1")) == 2
+    tick_until(app, clock, lambda: running(ada) is not None)
+    assert running(ada)["stations"][0]["kind"] == "agent"
+
+
+def test_three_people_by_arrival_share_one_robot(tmp_path, teammates3):
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates3, clock, team_protocol(tmp_path, seats=3))
+    people = [Person(app, f"member-{n}") for n in range(3)]
+    for n, person in enumerate(people):
+        practise(app, clock, person, squares=1 + n, letters=3 - n % 2)
+    (team,) = rows(app, "SELECT * FROM teams")
+    assert (team["humans"], team["persons"]) == (3, 3)
+    to_session(app, clock, people, 1)
+    assert all(len(running(person)["stations"]) == 2 for person in people)
+    play_round(app, clock, people)
+    kits = rows(app, "SELECT seat, task_type FROM team_allocations WHERE round = 1")
+    assert len(kits) == 3
