@@ -1,0 +1,64 @@
+"""Real teams under ``study serve --workers 2``: bots in teams of two and of three, the
+worker holding the round scheduler's lease SIGKILLed mid-round.
+
+The other worker takes the lease over and goes on starting and closing the teams' rounds;
+every bot finishes, nothing acknowledged is missing, and every team round's people played
+it on one clock (the same start and deadline for each of their rounds).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from server_support import query, swarm_in_background, wait_for_open_rounds
+from team_support import team_protocol
+
+from study.bots.audit import missing_acknowledged
+from study.bots.servers import ServeProcess, quick_protocol
+
+pytestmark = pytest.mark.slow
+
+
+def lease_holder(db: Path) -> tuple[str, int]:
+    [row] = query(db, "SELECT l.holder, p.pid FROM leases l JOIN processes p ON "
+                      "p.id = l.holder")
+    return row["holder"], row["pid"]
+
+
+@pytest.mark.parametrize("seats", [2, 3])
+def test_killing_the_scheduling_worker_loses_no_team_round(tmp_path, seats):
+    protocol = quick_protocol(
+        team_protocol(tmp_path, seats=seats, timers="shared_seconds = 15", grace=60),
+        tmp_path / "quick.toml", round_seconds=3.0, practice_seconds=2.0)
+    db = tmp_path / "study.sqlite"
+    server = ServeProcess(protocol, db, tmp_path / "pools", tmp_path / "serve.log",
+                          extra=("--workers", "2"))
+    try:
+        server.start(timeout=180)
+        swarm = swarm_in_background(server.url, protocol, f"t{seats}", max_seconds=240,
+                                    patience=30)
+        wait_for_open_rounds(db, swarm.codes, at_least=3, timeout=150)
+        killed, pid = lease_holder(db)
+        os.kill(pid, signal.SIGKILL)
+        swarm.thread.join(timeout=300)
+        survivor, _ = lease_holder(db)
+    finally:
+        server.stop()
+    result = swarm.result(server.output()[-3000:])
+    assert survivor != killed
+    assert [o.final_step for o in result.outcomes] == ["done"] * len(swarm.codes), (
+        result.summary(), server.output()[-3000:])
+    assert missing_acknowledged(db, result.log) == []
+    teams = query(db, "SELECT * FROM teams")
+    assert teams and all(team["finished_at"] is not None for team in teams)
+    assert sum(team["persons"] for team in teams) == len(swarm.codes)
+    clocks = query(db, "SELECT t.id, count(DISTINCT r.started_at) AS starts, "
+                       "count(DISTINCT r.deadline) AS deadlines, count(*) AS people "
+                       "FROM team_rounds t JOIN rounds r ON r.team_round_id = t.id GROUP BY t.id")
+    assert clocks and all((c["starts"], c["deadlines"]) == (1, 1) for c in clocks)
+    assert max(c["people"] for c in clocks) == seats
+    assert query(db, "SELECT * FROM team_rounds WHERE closed_at IS NULL "
+                     "OR closed_at < deadline") == []
