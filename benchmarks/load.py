@@ -58,6 +58,7 @@ GOAL_ACK_P95, GOAL_DRIFT_P95, GOAL_DRIFT_MAX = 0.050, 0.050, 0.250
 # one person's would be (600 a minute held a thousand arrivals back for a minute).
 ONE_ADDRESS_ENROLMENTS = "100000 per minute"
 SETTLE_SECONDS = 5.0  # after the last arrival, before the window opens
+DEMO = ROOT / "protocols" / "demo.toml"
 SPAWN_SECONDS = 4.0  # for the swarm's processes to start before the first arrival
 
 
@@ -109,6 +110,7 @@ class Row:
     missing: int
     lock_errors: int
     tally: Tally
+    station_pushes: int = 0  # elements and cookies of real teams times the teammates told
 
     def goal_met(self) -> bool:
         return bool(self.cookies and self.closings
@@ -121,7 +123,9 @@ class Row:
         t = self.tally
         refused = ", ".join(f"{reason} {n}" for reason, n in t.refused.most_common()) or "none"
         return (f"participants {t.participants} (finished {t.finished}), progress reports "
-                f"{t.progress_sent}, resent after a timeout {t.resent}, reconnects "
+                f"{t.progress_sent}, teammates' stations pushed {t.stations_received} of "
+                f"{self.station_pushes} owed, "
+                f"resent after a timeout {t.resent}, reconnects "
                 f"{t.reconnects}, refused: {refused}")
 
     def markdown(self) -> str:
@@ -146,11 +150,12 @@ HEADER = ("| pace | durability | workers | participants | backups | "
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
-def protocol_for(pace: str, directory: Path) -> Path:
-    """The demo protocol as shipped (15 s rounds, a person's pace) or, for the stress
-    rows, with 6 s rounds and speeds that make a bot finish a cookie about every second."""
+def protocol_for(pace: str, directory: Path, human: Path = DEMO) -> Path:
+    """The demo protocol as shipped (15 s rounds, a person's pace; or ``human``) or, for
+    the stress rows, with 6 s rounds and speeds that make a bot finish a cookie about
+    every second."""
     if pace == "human":
-        return ROOT / "protocols" / "demo.toml"
+        return human
     return quick_protocol(ROOT / "protocols" / "demo.toml", directory / "fast.toml",
                           round_seconds=6.0, practice_seconds=3.0,
                           reference_speed=(1.5, 1.0), min_cookie_seconds=0.3)
@@ -162,7 +167,7 @@ def swarm_processes(participants: int, requested: int) -> int:
 
 def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row:
     directory.mkdir(parents=True, exist_ok=True)
-    protocol = protocol_for(config.pace, directory)
+    protocol = protocol_for(config.pace, directory, args.protocol)
     db, log = directory / "load.sqlite", directory / "serve.log"
     backups = (("--backup-every", str(config.backup_every), "--backup-dir",
                 str(directory / "backups")) if config.backup_every else ())
@@ -172,7 +177,7 @@ def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row
                           env={"STUDY_ENROL_RATE_LIMIT": ONE_ADDRESS_ENROLMENTS})
     server.start(timeout=180)
     start = time.time() + SPAWN_SECONDS
-    measure_from = start + args.ramp + SETTLE_SECONDS
+    measure_from = start + args.ramp + args.settle
     plan = SwarmPlan(server.url, config.participants, start, args.ramp, measure_from,
                      measure_from + args.steady, pace=HUMAN if config.pace == "human" else FAST,
                      facts=StudyFacts.from_protocol(load_protocol(protocol)), seed=args.seed,
@@ -223,7 +228,21 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
                busy / (window * CORES),
                float(np.percentile(report.lag, 95) * 1000) if len(report.lag) else float("nan"),
                len(missing_acknowledged(db, report.log)),
-               server_log.count("database is locked"), report.tally)
+               server_log.count("database is locked"), report.tally, station_pushes(db))
+
+
+def station_pushes(db: Path) -> int:
+    """Pushes the server owed real teams' members: every placed element and finished cookie
+    of a team round, once per other person playing that round (0 without teams)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        if not connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'team_rounds'"
+                                  ).fetchone():
+            return 0
+        return connection.execute(
+            "SELECT coalesce(sum(work * (players - 1)), 0) FROM (SELECT r.id, "
+            "(SELECT count(*) FROM progress g WHERE g.round_id = r.id) + r.participant_cookies "
+            "AS work, (SELECT count(*) FROM rounds o WHERE o.team_round_id = r.team_round_id) "
+            "AS players FROM rounds r WHERE r.team_round_id IS NOT NULL)").fetchone()[0]
 
 
 def matrix(args: argparse.Namespace) -> list[Config]:
@@ -261,6 +280,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="event-loop processes for the bots (default: 1 up to 250 "
                              "participants, else 2)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--settle", type=float, default=SETTLE_SECONDS,
+                        help="seconds after the last arrival before the window opens (real "
+                             "teams play only after practice and the lobby: about 100)")
+    parser.add_argument("--protocol", type=Path, default=DEMO,
+                        help="the study of the human-pace rows (default: the demo); e.g. "
+                             "protocols/teams3.toml for real teams of three")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep every configuration's database and server log in DIR")
     args = parser.parse_args(argv)

@@ -92,6 +92,7 @@ class Tally:
     participants: int = 0
     finished: int = 0
     progress_sent: int = 0
+    stations_received: int = 0  # teammates' live progress pushed to this process's bots
     resent: int = 0
     reconnects: int = 0
     refused: Counter[str] = field(default_factory=Counter)
@@ -101,6 +102,7 @@ class Tally:
         self.participants += other.participants
         self.finished += other.finished
         self.progress_sent += other.progress_sent
+        self.stations_received += other.stations_received
         self.resent += other.resent
         self.reconnects += other.reconnects
         self.refused.update(other.refused)
@@ -159,6 +161,7 @@ class LightBot:
         sio = socketio.AsyncClient(reconnection=False, http_session=self.http,
                                    handle_sigint=False)
         sio.on("state", self._remember)
+        sio.on("station", self._station)
         sio.on("disconnect", self._lost)
         await sio.connect(self.base_url, transports=["websocket"], wait_timeout=ACK_TIMEOUT * 2)
         self.sio = sio
@@ -187,6 +190,10 @@ class LightBot:
         self.state = state
         self.offset = state.get("now", time.time()) - time.time()
         self.changed.set()
+
+    async def _station(self, *_: Any) -> None:
+        """A teammate placed an element or finished a cookie (the page redraws a station)."""
+        self.tally.stations_received += 1
 
     async def _lost(self, *_: Any) -> None:
         self.changed.set()
