@@ -44,7 +44,6 @@ DEFAULT_TEXTS: dict[str, str] = {
     "lobby_timeout_agents": "If nobody else arrives, agents will fill the empty seats.",
     "lobby_timeout_unmatched": "If nobody else arrives in time, you will be sent back with "
                                "your completion link.",
-    "station_you": "You",
     "station_person": "Teammate {seat}",
     "station_agent": "Agent {seat}",
     "station_taken_over": "Teammate {seat} (now played by an agent)",

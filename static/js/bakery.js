@@ -133,6 +133,18 @@
   }
   socket.on("disconnect", () => { document.getElementById("offline").hidden = false; });
   socket.on("state", receive);
+  socket.on("station", receiveStation);
+
+  // A real teammate placed an element or finished a cookie (docs/teams.md): their station
+  // is redrawn at once; the next state corrects it if a push was lost.
+  function receiveStation(update) {
+    const round = state && state.round;
+    if (!round || !round.running || !round.stations) return;
+    const station = round.stations.find((s) => s.seat === update.seat && s.team_round === update.team_round);
+    if (!station || station.kind !== "person") return;
+    Object.assign(station, { cookies: update.cookies, placed: update.placed, elements: update.elements });
+    drawStations();
+  }
 
   function receive(next) {
     if (displaced) return;
@@ -160,6 +172,7 @@
     const round = state && state.round;
     if (round && round.running) return serverNow() > round.deadline + SYNC_GRACE_S ? "close " + round.id : null;
     if (state && state.hold === "paused") return "hold";
+    if (state && state.step === "lobby") return "lobby";
     if (round && round.next === null) return "next " + state.step;
     return null;
   }
@@ -255,13 +268,14 @@
     const running = round && round.running;
     const hold = state.hold === "paused" && running ? null : state.hold;
     const key = (hold || "") + "|" + state.step + "|" + (round ? (running ? "run" + round.id : "ready" + round.next) : "");
-    if (key === renderedKey) { updateRound(); return; }
+    if (key === renderedKey) { updateRound(); updateWaiting(); return; }
     renderedKey = key;
     clearInterval(timer);
     const views = {
       consent: viewConsent, themes: viewThemes, preferences: viewPreferences,
       teammate: viewTeammate, debrief: viewDebrief, post: viewQuestionnaire, done: viewDone,
-      declined: viewEnded, withdrawn: viewEnded, unmatched: viewEnded,
+      declined: viewEnded, withdrawn: viewEnded, unmatched: viewEnded, dropped: viewEnded,
+      lobby: viewLobby,
     };
     let view = hold ? viewHold : views[state.step];
     if (!view && /^intro-/.test(state.step)) view = viewIntro;
@@ -323,6 +337,46 @@
     return card(state.page, el("div", { class: "teammate-hello" }, svgUse("baker", "baker"),
       el("p", {}, t("teammate_hello"))),
       el("div", { class: "actions" }, button(t("continue"), () => submit(), "primary", { "data-action": "continue" })));
+  }
+
+  // The lobby: who is here, when the wait ends, and a way out after a while.
+  function viewLobby() {
+    const lobby = state.lobby;
+    const view = card(state.page,
+      el("div", { class: "lobby" },
+        el("div", { class: "waiting", "aria-hidden": "true" }, el("span", {}), el("span", {}), el("span", {})),
+        el("p", { class: "lobby-count", id: "lobby-count" }, ""),
+        el("p", { class: "lobby-countdown", id: "lobby-countdown" }, ""),
+        el("p", { class: "lobby-timeout" }, t(lobby.on_timeout === "agents" ? "lobby_timeout_agents" : "lobby_timeout_unmatched"))),
+      el("div", { class: "actions", id: "lobby-leave", hidden: true },
+        button(t("lobby_leave"), () => submit({ leave: true }), "secondary", { "data-action": "lobby-leave" })));
+    timer = setInterval(updateWaiting, 250);
+    setTimeout(updateWaiting, 0);
+    return view;
+  }
+
+  // What a waiting page shows that changes without a new view: the lobby's count and
+  // countdown, a team's "next round in" and "waiting for".
+  function updateWaiting() {
+    if (!state) return;
+    const lobby = state.step === "lobby" ? state.lobby : null;
+    if (lobby) {
+      const count = document.getElementById("lobby-count");
+      if (count) count.textContent = t("lobby_waiting", { waiting: lobby.waiting, needed: lobby.needed });
+      const countdown = document.getElementById("lobby-countdown");
+      if (countdown) {
+        countdown.textContent = lobby.deadline ? t("lobby_countdown", { seconds: Math.max(0, Math.ceil(lobby.deadline - serverNow())) }) : "";
+      }
+      const leave = document.getElementById("lobby-leave");
+      if (leave) leave.hidden = serverNow() < lobby.leave_at;
+    }
+    const round = state.round;
+    const note = document.getElementById("team-waiting");
+    if (round && round.team && note) {
+      note.textContent = round.team.next_at
+        ? t("team_next_round", { seconds: Math.max(0, Math.ceil(round.team.next_at - serverNow())) })
+        : t("team_waiting", { count: round.team.waiting_for });
+    }
   }
 
   function viewIntro() {
@@ -426,7 +480,7 @@
 
   function drawLeave() {
     const leave = document.getElementById("leave");
-    const open = state.step !== "consent" && !["done", "declined", "withdrawn", "unmatched"].includes(state.step);
+    const open = state.step !== "consent" && !["done", "declined", "withdrawn", "unmatched", "dropped"].includes(state.step);
     leave.hidden = !open;
     if (open && !leave.firstChild) {
       leave.append(el("button", { class: "leave-link", type: "button", "data-action": "leave", onclick: confirmLeave },
@@ -477,12 +531,16 @@
       t(last.cookies === 1 ? "summary_one" : "summary_many", { number: last.number, cookies: last.cookies, cookie: t(last.task_name) }) +
       (last.teammate_cookies !== null ? t("summary_teammate", { teammate: last.teammate_cookies }) : t("summary_end"))) : null;
     const robot = state.robot ? t("robot_ready", { robot: state.robot.name }) : "";
+    // A team's rounds start on the server's clock: no button, a countdown instead.
+    const start = round.team
+      ? el("p", { class: "team-waiting", id: "team-waiting", role: "status" }, "")
+      : el("div", { class: "actions" }, button(roundTitle(round, true),
+        () => send("start_round", { round: round.next }), "primary", { "data-action": "start-round" }));
+    if (round.team) { timer = setInterval(updateWaiting, 250); setTimeout(updateWaiting, 0); }
     return el("section", { class: "card bakery-ready", "data-step": state.step },
       el("h2", {}, state.page.title), paragraphs(state.page.text), summary,
       el("div", { class: "ready-row" }, state.robot ? svgUse("robot", "robot") : null, el("p", {}, robot)),
-      counter(round),
-      el("div", { class: "actions" }, button(roundTitle(round, true),
-        () => send("start_round", { round: round.next }), "primary", { "data-action": "start-round" })));
+      counter(round), start);
   }
 
   function viewRound() {
@@ -491,21 +549,21 @@
       el("div", { class: "kit-tag" }, svgUse("kit", "kit"), t("kit", { cookie: t(round.task_name) })),
       el("div", { class: "work", id: "work" }),
       el("div", { class: "finished" }, el("span", { id: "my-count" }, ""), el("div", { class: "plate", id: "my-plate" })));
-    const stations = [mine];
-    if (round.teammate) stations.push(teammateStation(round));
-    const lane = round.teammate ? el("div", { class: "robot-lane" }, counter(round),
+    const others = mates(round);
+    const stations = [mine, ...others.map(teammateStation)];
+    const lane = others.length ? el("div", { class: "robot-lane" }, counter(round),
       el("div", { class: "robot-runner", id: "runner" },
         el("div", { class: "carry" }, el("span", { class: "carried mine " + round.task_name }, svgUse("kit", "kit"), t("carried_yours")),
-          el("span", { class: "carried theirs " + round.teammate.task_name }, svgUse("kit", "kit"), t("carried_teammates"))),
+          others.map((mate) => el("span", { class: "carried theirs " + mate.task_name }, svgUse("kit", "kit"), t("carried_teammates")))),
         svgUse("robot", "robot"), el("span", { class: "nameplate" }, t("robot_name", { robot: state.robot.name })))) : null;
-    const view = el("section", { class: "bakery", "data-step": state.step, "data-round": round.id, "data-deadline": round.deadline },
+    const view = el("section", { class: "bakery" + (others.length > 1 ? " three" : ""), "data-step": state.step, "data-round": round.id, "data-deadline": round.deadline },
       el("div", { class: "round-head" }, el("h2", {}, roundTitle(round)),
         el("div", { class: "timer", id: "timer" }, "")),
       lane, el("div", { class: "stations" }, stations));
     setTimeout(() => {
       drawWork(round);
       updateRound();
-      if (round.teammate && !delivered.has(round.id)) {
+      if (others.length && !delivered.has(round.id)) {
         delivered.add(round.id);
         rememberDelivered();
         deliver();
@@ -532,22 +590,49 @@
     const mine = document.getElementById("my-count");
     if (mine) mine.textContent = t("finished", { count: round.cookies });
     plate("my-plate", round.cookies, round.task_name);
-    drawTeammate();
+    drawStations();
     tickDisplay();
   }
 
-  function drawTeammate() {
+  // The other stations of a round: the agent teammate of an individual study, or every
+  // other seat of a real team (docs/teams.md), each with the id its elements go by.
+  function mates(round) {
+    if (round.teammate) return [Object.assign({ key: "teammate", kind: "agent", title: t("teammate_station"), room: true }, round.teammate)];
+    return (round.stations || []).map((station) => Object.assign({
+      key: "seat" + station.seat,
+      title: t(station.taken_over ? "station_taken_over" : station.kind === "agent" ? "station_agent" : "station_person", { seat: station.seat + 1 }),
+    }, station));
+  }
+
+  function drawStations() {
     const round = state && state.round;
-    const station = document.getElementById("teammate");
-    if (!round || !round.teammate || !station) return;
-    const done = teammateDone(round);
-    if (station.dataset.cookies !== String(done) || !station.dataset.drawn) {
-      station.dataset.cookies = done;
-      station.dataset.drawn = "1";
-      document.getElementById("teammate-count").textContent = t("finished", { count: done });
-      plate("teammate-plate", done, round.teammate.task_name);
-    }
-    animateTeammate();
+    if (!round || !round.running) return;
+    mates(round).forEach((mate) => {
+      const station = document.getElementById(mate.key);
+      if (!station) return;
+      const done = teammateDone(round, mate);
+      if (station.dataset.cookies !== String(done) || !station.dataset.drawn) {
+        station.dataset.cookies = done;
+        station.dataset.drawn = "1";
+        document.getElementById(mate.key + "-count").textContent = t("finished", { count: done });
+        plate(mate.key + "-plate", done, mate.task_name);
+      }
+      if (mate.kind === "agent") animateTeammate(round, mate); else drawPerson(mate);
+    });
+  }
+
+  // A real teammate's cookie in progress: as many of its elements as they placed.
+  function drawPerson(mate) {
+    const cookie = document.getElementById(mate.key + "-cookie");
+    if (!cookie) return;
+    const key = mate.cookies + ":" + mate.placed;
+    if (shown.get(mate.key) === key) return;
+    const fresh = !(shown.get(mate.key) || "").startsWith(mate.cookies + ":");
+    shown.set(mate.key, key);
+    const steps = elementsOf(mate.target).slice(0, mate.placed).map((element) => ({ kind: "place", element: element }));
+    drawMiniCookie(cookie, mate.target, steps, fresh);
+    const baker = document.getElementById(mate.key + "-baker");
+    if (baker) baker.className = "teammate-baker working";
   }
 
   function tickDisplay() {
@@ -561,7 +646,7 @@
     }
     const work = document.getElementById("work");
     if (work) work.classList.toggle("stopped", left <= 0);
-    drawTeammate();
+    drawStations();
   }
 
   function drawWork(round) {
@@ -684,13 +769,16 @@
   // uneven gaps, a hesitation now and then and the occasional wrong element taken off again.
   // The plan of a cookie is seeded by round and cookie, so a refresh shows the same work.
 
-  let shownTeammate = "";  // cookie and number of steps drawn, so a tick redraws only changes
+  // Per station: cookie and number of steps drawn, so a tick redraws only changes.
+  const shown = new Map();
 
-  // The teammate's finished cookies: those of the server's schedule that are due by now
-  // (never fewer than the server counted when it sent the state).
-  function teammateDone(round) {
+  // A station's finished cookies: an agent's, those of the server's schedule that are due
+  // by now (never fewer than the server counted when it sent the state); a person's, as
+  // the server last said.
+  function teammateDone(round, mate) {
+    if (mate.kind !== "agent") return mate.cookies;
     const now = Math.min(serverNow(), round.deadline);
-    return Math.max(round.teammate.cookies, round.teammate.times.filter((t) => t <= now).length);
+    return Math.max(mate.cookies, mate.times.filter((t) => t <= now).length);
   }
 
   function deliveredRounds() {
@@ -701,18 +789,17 @@
     try { sessionStorage.setItem("delivered:" + code, JSON.stringify([...delivered].slice(-20))); } catch (e) { /* private mode */ }
   }
 
-  function teammateStation(round) {
-    const mate = round.teammate;
-    shownTeammate = "";
-    return el("div", { class: "station theirs", id: "teammate" },
-      el("h3", {}, t("teammate_station") + " ", el("small", {}, t("next_room"))),
+  function teammateStation(mate) {
+    shown.delete(mate.key);
+    return el("div", { class: "station theirs", id: mate.key, "data-kind": mate.kind },
+      el("h3", {}, mate.title + " ", mate.room ? el("small", {}, t("next_room")) : null),
       el("div", { class: "teammate-work" },
-        el("div", { class: "teammate-baker", id: "teammate-baker" }, svgUse("baker", "baker")),
-        el("div", { class: "mini-cookie " + mate.task_name, id: "teammate-cookie", style: "--theme:" + mate.target.colour },
+        el("div", { class: "teammate-baker", id: mate.key + "-baker" }, svgUse("baker", "baker")),
+        el("div", { class: "mini-cookie " + mate.task_name, id: mate.key + "-cookie", style: "--theme:" + mate.target.colour },
           miniCookie(mate.target)),
         el("div", { class: "teammate-side" },
           el("div", { class: "kit-tag" }, svgUse("kit", "kit"), t("kit", { cookie: t(mate.task_name) })),
-          el("div", { class: "finished" }, el("span", { id: "teammate-count" }, ""), el("div", { class: "plate", id: "teammate-plate" })))));
+          el("div", { class: "finished" }, el("span", { id: mate.key + "-count" }, ""), el("div", { class: "plate", id: mate.key + "-plate" })))));
   }
 
   function miniCookie(target) {
@@ -784,8 +871,7 @@
   // Start and end of the teammate's cookie number `index` (0-based) in this round. The first
   // one may have been begun before the round (the model's renewal process runs on); one the
   // model does not finish in time ends after the deadline, so it is never shown complete.
-  function cookieSpan(round, index, rng) {
-    const mate = round.teammate;
+  function cookieSpan(round, mate, index, rng) {
     const times = mate.times;
     const typical = mate.cookie_seconds * (0.8 + 0.4 * rng());
     if (index >= times.length) {
@@ -795,24 +881,23 @@
     return [index === 0 ? Math.min(round.started_at, times[0] - typical) : times[index - 1], times[index]];
   }
 
-  function animateTeammate() {
-    const round = state && state.round;
-    const cookie = document.getElementById("teammate-cookie");
-    if (!round || !round.running || !round.teammate || !cookie) return;
-    const index = teammateDone(round);
-    const seed = round.id * 7919 + index * 104729 + 17;
-    const [start, end] = cookieSpan(round, index, seeded(seed + 1));
-    const plan = cookiePlan(round.teammate.target, seed, start, end);
+  function animateTeammate(round, mate) {
+    const cookie = document.getElementById(mate.key + "-cookie");
+    if (!cookie) return;
+    const index = teammateDone(round, mate);
+    const seed = round.id * 7919 + index * 104729 + 17 + (mate.seat || 0) * 31;
+    const [start, end] = cookieSpan(round, mate, index, seeded(seed + 1));
+    const plan = cookiePlan(mate.target, seed, start, end);
     const now = Math.min(serverNow(), round.deadline);
     const done = plan.filter((step) => step.at <= now).length;
-    const baker = document.getElementById("teammate-baker");
+    const baker = document.getElementById(mate.key + "-baker");
     const next = plan[done];
     if (baker) baker.className = "teammate-baker" + (next && next.long ? " pondering" : " working");
     const key = round.id + ":" + index + ":" + done;
-    if (key === shownTeammate) return;
-    const fresh = !shownTeammate.startsWith(round.id + ":" + index + ":");
-    shownTeammate = key;
-    drawMiniCookie(cookie, round.teammate.target, plan.slice(0, done), fresh);
+    const before = shown.get(mate.key) || "";
+    if (key === before) return;
+    shown.set(mate.key, key);
+    drawMiniCookie(cookie, mate.target, plan.slice(0, done), !before.startsWith(round.id + ":" + index + ":"));
   }
 
   function drawMiniCookie(cookie, target, steps, fresh) {

@@ -92,7 +92,7 @@ def summary(protocol: Any) -> list[str]:
         ("too fast", f"a cookie within {protocol.min_cookie_seconds:g} s of the previous "
                      "one is refused"),
         ("pool", _pool(protocol)),
-        ("teammate", _teammate(protocol)),
+        ("team", _team(protocol.team)) if protocol.team else ("teammate", _teammate(protocol)),
         ("solver", _solver(protocol)),
         ("recruitment", _recruitment(protocol.recruitment)),
         ("analysis", _analysis(protocol.analysis)),
@@ -147,6 +147,19 @@ def _themes(protocol: Any) -> str:
     preferred = protocol.cookies[protocol.preferred_on].name
     return (f"by rating: the theme a participant rates higher goes on {preferred}; equal "
             "ratings keep the [cookies] themes")
+
+
+def _team(team: Any) -> str:
+    """A [team]'s seats, how the lobby forms it, its timers and its fallback."""
+    formed = ("by arrival" if team.formation == "arrival"
+              else f"by traits into {'/'.join(team.team_types)}")
+    timers = "; ".join(f"{name} {seconds:g} s" for name, seconds in (
+        ("shared", team.shared_seconds), ("individual", team.individual_seconds)) if seconds)
+    fallback = {"agents": "agents from the pool fill the empty seats",
+                "unmatched": "the unmatched page"}[team.on_timeout]
+    return (f"{team.humans} seats ({', '.join(team.seats)}), {formed}; lobby timers {timers}, "
+            f"then {fallback}; a page closed {team.grace_seconds:g} s hands the seat to an "
+            f"agent")
 
 
 def _teammate(protocol: Any) -> str:

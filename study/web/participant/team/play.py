@@ -322,7 +322,8 @@ class TeamPlay:
 
     def _station(self, seat: dict[str, Any], team_round: dict[str, Any], task: int,
                  now: float) -> dict[str, Any]:
-        station: dict[str, Any] = {"seat": seat["seat"], "task_type": task,
+        station: dict[str, Any] = {"seat": seat["seat"], "team_round": team_round["id"],
+                                   "task_type": task,
                                    "task_name": TASK_NAMES[task],
                                    "taken_over": seat["kind"] == "person"
                                    and seat["dropped_at"] is not None}
