@@ -66,7 +66,7 @@ function actions(participant) {
   td.append(actionButton(code, participant.flagged ? "unflag" : "flag", participant.flagged ? "Unflag" : "Flag"));
   td.append(actionButton(code, "note", "Note"));
   if (participant.can_withdraw) td.append(actionButton(code, "withdraw", "Withdraw"));
-  if (!["done", "declined", "withdrawn", "unmatched"].includes(participant.step)) {
+  if (!["done", "declined", "withdrawn", "unmatched", "dropped"].includes(participant.step)) {
     td.append(actionButton(code, "release", "Release"));  // free the code from its browser
   }
   return td;
@@ -187,8 +187,63 @@ function storageLine() {
   line.className = !storage.available || disk.low ? "warning" : "hint";
 }
 
+// Real teams (docs/teams.md): who waits in the lobby, and every team as a row.
+function lobbyLine() {
+  const line = document.getElementById("lobby");
+  const lobby = snapshot.lobby;
+  if (!line || !lobby) return;
+  const now = Date.now() / 1000 + offset;
+  const waiting = lobby.waiting.map((w) => w.code + " " + Math.round(now - w.entered_at) + " s" +
+    (w.individual_deadline ? " (own timer " + Math.max(0, Math.round(w.individual_deadline - now)) + " s)" : ""));
+  const shared = lobby.shared_deadline ? " · shared timer " + Math.max(0, Math.round(lobby.shared_deadline - now)) + " s" : "";
+  const outcomes = Object.entries(lobby.outcomes).map(([name, n]) => name + " " + n).join(", ") || "none yet";
+  line.textContent = "Lobby: " + (waiting.length ? waiting.join(", ") : "nobody waiting") + shared +
+    " · left the lobby: " + outcomes;
+}
+
+function teamButton(id, action, label) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.textContent = label;
+  button.addEventListener("click", async () => {
+    const note = window.prompt(action + " every person of team " + id + " — note (optional):", "");
+    if (note === null) return;
+    const body = new URLSearchParams({action, note, csrf_token: window.CONSOLE.csrf});
+    const reply = await fetch(window.CONSOLE.teamUrl + id, {
+      method: "POST", body, headers: {"Accept": "application/json", "X-CSRF-Token": window.CONSOLE.csrf},
+    });
+    if (!reply.ok) window.alert(action + " failed: " + reply.status);
+  });
+  return button;
+}
+
+function teamRow(team) {
+  const tr = document.createElement("tr");
+  tr.className = team.finished ? "finished" : "";
+  const seats = team.seats.map((s) => (s.seat + 1) + ": " + (s.code || s.kind) + " — " + s.state).join("; ");
+  const place = team.round ? "S" + team.round.session + " · " + team.round.number + (team.round.running ? " (running)" : "") : "not started";
+  const next = team.next_round_at ? Math.max(0, Math.round(team.next_round_at - (Date.now() / 1000 + offset))) + " s" : "";
+  const actions = document.createElement("td");
+  actions.className = "actions";
+  if (!team.finished) {
+    actions.append(teamButton(team.id, "pause", "Pause team"), teamButton(team.id, "resume", "Resume team"),
+      teamButton(team.id, "abort", "Abort team"));
+  }
+  tr.append(cell(team.id, "code"), cell(team.formed_by + " · " + (team.live_type || "")),
+            cell(seats), cell(team.finished ? "finished" : place), cell(next), actions);
+  return tr;
+}
+
+function teamsPanel() {
+  const body = document.querySelector("#team-rows tbody");
+  if (!body || !snapshot.teams) return;
+  body.replaceChildren(...snapshot.teams.map(teamRow));
+  lobbyLine();
+}
+
 function draw() {
   table.replaceChildren(...snapshot.participants.map(row));
+  teamsPanel();
   targetLine();
   storageLine();
   calibrationPanel();

@@ -33,7 +33,7 @@ from flask_socketio import SocketIO, disconnect
 from study.calibration import pool_target
 from study.export import build_export, record_server_run, zip_export
 from study.storage_health import disk_space
-from study.web.console import auth, holds, live
+from study.web.console import auth, holds, live, teams
 from study.web.participant import binding
 from study.web.participant.rejections import Rejected
 from study.web.serving import security
@@ -124,6 +124,10 @@ def current_snapshot(app: Flask) -> dict[str, Any]:
     snapshot["unjoined_messages"] = (app.extensions["connections"].unjoined_count.total()
                                      if tracked else None)
     snapshot["storage"] = storage_status(journey.storage)
+    design = journey.protocol.team
+    if design is not None:
+        snapshot["teams"] = teams.teams_view(journey.storage)
+        snapshot["lobby"] = teams.lobby_view(journey.storage, design.shared_seconds)
     return snapshot
 
 
@@ -209,8 +213,43 @@ def participant_action(code: str) -> Any:
                            request.form.get("note", ""), _address(), _now())
     except ValueError as error:
         abort(400, description=str(error))
+    if action == "abort":
+        _drop_seats([participant], "aborted")
     study().announce(code)  # the page shows the hold, and continues when resumed
     return _done(action, code)
+
+
+@blueprint.post("/teams/<int:team_id>")
+@auth.console_required
+def team_action(team_id: int) -> Any:
+    """Pause, resume or abort every person of a team at once (each logged, the team
+    named in the note); an abort gives their seats to agents."""
+    action = request.form.get("action", "")
+    if action not in ("pause", "resume", "abort"):
+        abort(400, description=f"unknown team action {action!r}")
+    try:
+        people = teams.hold_team(study().storage, team_id, action,
+                                 request.form.get("note", ""), _address(), _now())
+    except ValueError as error:
+        abort(400, description=str(error))
+    if not people:
+        abort(404)
+    if action == "abort":
+        _drop_seats(people, "aborted")
+    for person in people:
+        study().announce(person["code"])
+    return _done(action, f"team {team_id}")
+
+
+def _drop_seats(people: list[dict[str, Any]], reason: str) -> None:
+    """An agent plays each of these people's seats from their team's next round (no-op
+    for someone not in a team); their teammates' pages are told."""
+    journey = study()
+    with journey.storage.event():
+        changed: set[int] = set()
+        for person in people:
+            changed |= journey.teams.drop(person["id"], reason, _now())
+    journey.push_states(changed)
 
 
 def _withdraw(code: str, reason: str) -> Any:

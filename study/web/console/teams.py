@@ -1,0 +1,84 @@
+"""Real teams in the console (docs/teams.md): teams as rows, the lobby, per-team holds.
+
+Read from the team tables the journey writes; a study without ``[team]`` has none, and its
+console shows nothing of this.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from study.web.console import holds
+
+
+def teams_view(storage: Any) -> list[dict[str, Any]]:
+    """Every team, newest first: how it formed, its seats and where it is."""
+    seats: dict[int, list[dict[str, Any]]] = {}
+    for row in storage.all("SELECT s.*, p.code, p.step FROM seats s LEFT JOIN participants p "
+                           "ON p.id = s.participant_id ORDER BY s.team_id, s.seat"):
+        seats.setdefault(row["team_id"], []).append(_seat_view(row))
+    rounds = {row["team_id"]: row for row in storage.all(
+        "SELECT team_id, session, number, deadline, closed_at FROM team_rounds t WHERE id = "
+        "(SELECT max(id) FROM team_rounds u WHERE u.team_id = t.team_id)")}
+    return [{"id": team["id"], "formed_by": team["formed_by"], "formed_at": team["formed_at"],
+             "live_type": team["live_type"], "conditions": json.loads(team["condition_order"]),
+             "session": team["session"], "next_round_at": team["next_round_at"],
+             "finished": team["finished_at"] is not None,
+             "round": _round_view(rounds.get(team["id"])), "seats": seats.get(team["id"], [])}
+            for team in storage.all("SELECT * FROM teams ORDER BY id DESC")]
+
+
+def _seat_view(row: dict[str, Any]) -> dict[str, Any]:
+    if row["kind"] == "agent":
+        state = "agent"
+    elif row["dropped_at"] is not None:
+        state = (f"{row['drop_reason']}: agent from session {row['agent_from_session']} "
+                 f"round {row['agent_from_round']}")
+    elif row["away_since"] is not None:
+        state = "away"
+    else:
+        state = "playing"
+    return {"seat": row["seat"], "kind": row["kind"], "code": row["code"], "step": row["step"],
+            "state": state, "away_since": row["away_since"], "dropped": row["dropped_at"]
+            is not None}
+
+
+def _round_view(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {"session": row["session"], "number": row["number"], "deadline": row["deadline"],
+            "running": row["closed_at"] is None}
+
+
+def lobby_view(storage: Any, shared_seconds: float | None) -> dict[str, Any]:
+    """Who waits, since when, and when each timer runs out."""
+    waiting = storage.all(
+        "SELECT l.*, p.code FROM lobby l JOIN participants p ON p.id = l.participant_id "
+        "WHERE l.outcome IS NULL AND p.step = 'lobby' ORDER BY l.entered_at, l.id")
+    outcomes = {row["outcome"]: row["n"] for row in storage.all(
+        "SELECT outcome, count(*) AS n FROM lobby WHERE outcome IS NOT NULL GROUP BY outcome")}
+    return {"waiting": [{"code": row["code"], "entered_at": row["entered_at"],
+                         "individual_deadline": row["individual_deadline"]}
+                        for row in waiting],
+            "shared_deadline": (waiting[0]["entered_at"] + shared_seconds
+                                if waiting and shared_seconds else None),
+            "outcomes": outcomes}
+
+
+def members(storage: Any, team_id: int) -> list[dict[str, Any]]:
+    """The people still in the team's seats (their participants rows)."""
+    return storage.all("SELECT p.* FROM seats s JOIN participants p ON p.id = s.participant_id "
+                       "WHERE s.team_id = ? AND s.dropped_at IS NULL ORDER BY s.seat",
+                       (team_id,))
+
+
+def hold_team(storage: Any, team_id: int, action: str, note: str, remote_addr: str | None,
+              now: float) -> list[dict[str, Any]]:
+    """The hold for every person of the team, one logged action each (the team named in
+    the note); returns those people."""
+    people = members(storage, team_id)
+    for person in people:
+        holds.apply_action(storage, person, action, f"team {team_id}: {note}".strip(),
+                           remote_addr, now)
+    return people
