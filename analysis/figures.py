@@ -411,3 +411,14 @@ def live_types_figure(types: pd.DataFrame) -> Figure:
     axis.legend(frameon=False, fontsize=8)
     axis.spines[["top", "right"]].set_visible(False)
     return figure
+
+
+def lobby_figure(waits: np.ndarray) -> Figure:
+    """How long people waited in a real team's lobby (seconds, one bar a person)."""
+    figure, axis = plt.subplots(figsize=(5.5, 3.2))
+    axis.hist(waits, bins=min(20, max(3, len(waits))), color="#8c564b")
+    axis.set_xlabel("seconds in the lobby")
+    axis.set_ylabel("people")
+    axis.set_title(f"Time in the lobby (median {np.median(waits):.0f} s)")
+    axis.spines[["top", "right"]].set_visible(False)
+    return figure

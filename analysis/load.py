@@ -129,10 +129,24 @@ def _sessions(connection: sqlite3.Connection) -> pd.DataFrame:
 
 
 def _rounds(connection: sqlite3.Connection) -> pd.DataFrame:
-    return _query(connection, _included(
+    frame = _query(connection, _included(
         "SELECT r.id AS round_id, r.*, s.number AS session_number, s.kind, s.condition, "
         "s.algorithm FROM rounds AS r JOIN sessions AS s ON s.id = r.session_id")
     ).drop(columns="id")
+    if "seat_cookies" in table_names(connection):
+        others = _query(connection, TEAMMATES_COOKIES).set_index("round_id")["cookies"]
+        team = frame["round_id"].isin(others.index)
+        frame.loc[team, "teammate_cookies"] = frame.loc[team, "round_id"].map(others)
+    return frame
+
+
+# A real team's round (docs/teams.md): the teammates' cookies are the other people's, in
+# their own rounds, and the agent seats' (withdrawn people's rows are gone, so not counted).
+TEAMMATES_COOKIES = (
+    "SELECT r.id AS round_id, (SELECT coalesce(sum(o.participant_cookies), 0) FROM rounds o "
+    "WHERE o.team_round_id = r.team_round_id AND o.id != r.id) + (SELECT count(*) FROM "
+    "seat_cookies c WHERE c.team_round_id = r.team_round_id) AS cookies "
+    "FROM rounds r WHERE r.team_round_id IS NOT NULL")
 
 
 def _allocations(connection: sqlite3.Connection) -> pd.DataFrame:

@@ -89,11 +89,11 @@ def mixed_model(frame: pd.DataFrame, outcome: str, reference: str | None = None,
                                                           "conditions to fit")])
     exog, confounded = _full_rank(sm.add_constant(_design(data, reference,
                                                           _factors(data, factors))))
-    model = sm.MixedLM(data[outcome].astype(float), exog, groups=data["participant_id"])
+    model = _mixed(sm, data, data[outcome].astype(float), exog)
     result, warned, error = _fit_mixed(model)
     if result is None:
         return pd.DataFrame([_empty_row(outcome, "mixed", f"not fitted: {error}")])
-    between = float(np.asarray(result.cov_re).ravel()[0])
+    between = float(np.asarray(result.cov_re).ravel()[0]) + float(np.sum(result.vcomp))
     note = "; ".join(filter(None, [confounded, _fit_note(result.converged, warned),
                                    "participant variance estimated at 0" if between < 1e-8
                                    else ""]))
@@ -112,6 +112,23 @@ def mixed_model(frame: pd.DataFrame, outcome: str, reference: str | None = None,
                      "participants": int(data["participant_id"].nunique()),
                      "observations": len(data), "note": note})
     return pd.DataFrame(rows, columns=MODEL_COLUMNS)
+
+
+def _mixed(sm, data: pd.DataFrame, endog: pd.Series, exog: pd.DataFrame):
+    """A random intercept per participant; where participants played in real teams
+    (docs/teams.md), per team, with the participants a variance component nested in it
+    (a person alone is a team of one)."""
+    if "team_id" not in data or data["team_id"].isna().all():
+        return sm.MixedLM(endog, exog, groups=data["participant_id"])
+    from statsmodels.regression.mixed_linear_model import VCSpec
+
+    teams = data["team_id"].fillna(-data["participant_id"]).astype(int)
+    rows = data.groupby(teams).groups  # sorted, as MixedLM orders its groups
+    people = [pd.get_dummies(data.loc[rows[team], "participant_id"]) for team in rows]
+    nested = VCSpec(["participant"], [[list(map(str, m.columns)) for m in people]],
+                    [[m.to_numpy(float) for m in people]])
+    return sm.MixedLM(endog, exog, groups=teams, exog_re=np.ones((len(data), 1)),
+                      exog_vc=nested)
 
 
 # statsmodels' default optimiser stalls when the participant variance sits at its boundary

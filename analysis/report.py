@@ -28,6 +28,7 @@ from analysis import (
     plan,
     pooling,
     questionnaires,
+    real_teams,
     sessions,
     simulation,
     teams,
@@ -112,7 +113,10 @@ def participant_sections(study: Study, out: Path, options: ReportOptions) -> lis
     """Flow, the teams under study, participants, performance, conditions, questionnaires,
     the within-subject models, fairness over time, the seed metrics and parity, all on the
     analysis set."""
-    sections = [_flow_section(study, out), _teams_section(study, out)]
+    real = real_teams.load_teams(study.data.metadata["database"]) \
+        if "database" in study.data.metadata else None
+    sections = [_flow_section(study, out), _real_teams_section(real, out)
+                if real is not None and real.any else _teams_section(study, out)]
     calibration = calibration_section(study.data, options.protocol, out)
     sections += [Section(**calibration)] if calibration else []
     data = study.analysed
@@ -156,6 +160,28 @@ def _flow_section(study: Study, out: Path) -> Section:
         summary = answers.groupby(["answer", "passed"], dropna=False).size().rename(
             "participants").reset_index()
         section.tables.append((f"Manipulation check ({check.label})", summary))
+    return section
+
+
+def _real_teams_section(tables: real_teams.TeamTables, out: Path) -> Section:
+    """Real teams (docs/teams.md): how they formed, who played each seat, per-member
+    fairness for h humans, and person-versus-person parity inside teams."""
+    members = real_teams.members(tables)
+    section = Section("Real teams", (
+        "Several people under one robot, formed in the lobby. Per member and session: the "
+        "kits on their most capable and most preferred types, the fairness share b_i and "
+        "O_i/I_i of MODEL.md, whose spreads (max - min over the team) are |F| and |FE| for "
+        "any number of humans, and cookies (an agent seat's from its schedule). Parity: the "
+        "mean absolute difference between every two people of a team who played every "
+        "round themselves. The models below take the team as a cluster (a random intercept "
+        "per team, participants nested in it)."),
+        [("Team flow", real_teams.flow(tables)), ("Teams", real_teams.team_summary(tables)),
+         ("Members per session", members),
+         ("Person against person inside teams", real_teams.person_parity(members))])
+    waits = (tables.lobby["left_at"] - tables.lobby["entered_at"]).dropna()
+    if len(waits):
+        section.figures.append(("Time in the lobby", figures.save(
+            figures.lobby_figure(waits.to_numpy()), out, "lobby_wait")))
     return section
 
 
@@ -423,7 +449,7 @@ def session_metrics(data: StudyData) -> pd.DataFrame:
     """One row per analysed session: windowed fairness, welfare and counterfactuals."""
     frame = sessions.collaborative(data.sessions)
     c, p = sessions.team_arrays(frame)
-    kits = sessions.trajectories(frame, data.allocations, c.shape[-1])
+    kits = sessions.trajectories(frame, data.allocations, c.shape[-1], c.shape[1])
     keys = frame[["participant_id", "session_id", "condition"]].reset_index(drop=True)
     parts = [keys, metrics.windowed_summary(c, p, kits), metrics.welfare_frame(c, p, kits[:, -1])]
     counterfactual = []

@@ -3,7 +3,10 @@
 Every number comes from what happened (the allocations and rounds stored for the
 session), not from what the policy planned, so an interrupted session is measured as it
 ran. Humans are renumbered so the participant is human 0: a signed ``F`` or ``FE`` is
-then positive when the allocation favoured the participant, whatever seat they had.
+then positive when the allocation favoured the participant, whatever seat they had. In a
+real team of three (docs/teams.md) the others follow in seat order, ``F`` and ``FE`` are
+the spreads ``max - min`` over the three (MODEL.md), and a ``teammate`` column holds the
+others' mean (coefficients, rounds) or sum (cookies).
 """
 
 from __future__ import annotations
@@ -32,30 +35,43 @@ def collaborative(sessions: pd.DataFrame) -> pd.DataFrame:
     return sessions[sessions["kind"] == "collaborative"].reset_index(drop=True)
 
 
-def _seat_order(sessions: pd.DataFrame) -> np.ndarray:
-    """``[S, 2]``: the live team's human index of the participant, then of the teammate."""
-    seat = sessions["participant_human"].to_numpy(dtype=int)
-    return np.stack([seat, 1 - seat], axis=1)
+def _seat_order(sessions: pd.DataFrame, humans: int) -> np.ndarray:
+    """``[S, h]``: the live team's human index of the participant, then the others'."""
+    seat = sessions["participant_human"].to_numpy(dtype=int)[:, None]
+    others = np.arange(humans - 1)[None, :]
+    return np.concatenate([seat, others + (others >= seat)], axis=1)
+
+
+def position_of(human: np.ndarray, seat: np.ndarray) -> np.ndarray:
+    """Where human ``human`` of a team stands in ``_seat_order``: 0 for the participant."""
+    return np.where(human == seat, 0, human + (human < seat))
 
 
 def team_arrays(sessions: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """``c, p [S, 2, n]`` of each session's live team, participant first."""
-    order = _seat_order(sessions)[:, :, None]
-    c = np.take_along_axis(per_human_array(sessions, "c"), order, axis=1)
-    p = np.take_along_axis(per_human_array(sessions, "p"), order, axis=1)
-    return c, p
+    """``c, p [S, h, n]`` of each session's live team, participant first."""
+    c, p = per_human_array(sessions, "c"), per_human_array(sessions, "p")
+    order = _seat_order(sessions, c.shape[1])[:, :, None]
+    return np.take_along_axis(c, order, axis=1), np.take_along_axis(p, order, axis=1)
+
+
+def _as_pair(values: np.ndarray) -> np.ndarray:
+    """``[S, 2, ...]``: the participant and the others' mean (a pair as it is)."""
+    if values.shape[1] == 2:
+        return values
+    return np.stack([values[:, 0], values[:, 1:].mean(axis=1)], axis=1)
 
 
 def trajectories(sessions: pd.DataFrame, allocations: pd.DataFrame,
-                 task_types: int) -> np.ndarray:
-    """``[S, R + 1, 2, n]`` kits held before round 1 and after each round, participant
+                 task_types: int, humans: int = 2) -> np.ndarray:
+    """``[S, R + 1, h, n]`` kits held before round 1 and after each round, participant
     first, from the stored allocations (rounds not played add nothing)."""
     rounds = int(sessions["rounds"].max())
-    kits = np.zeros((len(sessions), rounds + 1, 2, task_types), dtype=int)
+    kits = np.zeros((len(sessions), rounds + 1, humans, task_types), dtype=int)
     row_of = pd.Series(np.arange(len(sessions)), index=sessions["session_id"])
     given = allocations[allocations["session_id"].isin(row_of.index)]
     rows = row_of[given["session_id"]].to_numpy()
-    roles = np.where(given["role"].to_numpy() == "participant", 0, 1)
+    seats = sessions["participant_human"].to_numpy(dtype=int)[rows]
+    roles = position_of(given["human"].to_numpy(dtype=int), seats)
     np.add.at(kits, (rows, given["round"].to_numpy(), roles, given["task_type"].to_numpy()),
               1)
     return kits.cumsum(axis=1)
@@ -69,9 +85,11 @@ def session_outcomes(data: StudyData) -> pd.DataFrame:
     predicted fairness ratings."""
     sessions = collaborative(data.sessions)
     c, p = team_arrays(sessions)
-    final = trajectories(sessions, data.allocations, c.shape[-1])[:, -1]
+    final = trajectories(sessions, data.allocations, c.shape[-1], c.shape[1])[:, -1]
     frame = sessions[["participant_id", "protocol", "session_id", "number", "condition",
                       "algorithm", "round_order", "reward"]].copy()
+    if "team_id" in sessions:  # a real team is a cluster of its members' sessions
+        frame["team_id"] = sessions["team_id"].to_numpy()
     frame.insert(4, "period", frame["number"])
     frame.insert(5, "order", frame["participant_id"].map(condition_orders(data.participants)))
     if "site" in sessions:
@@ -86,14 +104,15 @@ def session_outcomes(data: StudyData) -> pd.DataFrame:
     frame[["cookies_participant", "cookies_teammate"]] = frame[
         ["cookies_participant", "cookies_teammate"]].fillna(0).astype(int)
     frame["cookies_team"] = frame["cookies_participant"] + frame["cookies_teammate"]
-    capable = rounds_on_type(final, most_capable_type(c))
-    preferred = rounds_on_type(final, most_preferred_type(p))
+    capable = _as_pair(rounds_on_type(final, most_capable_type(c)))
+    preferred = _as_pair(rounds_on_type(final, most_preferred_type(p)))
+    pair_c, pair_p = _as_pair(c), _as_pair(p)
     for k, role in enumerate(ROLES):
         frame[f"rounds_capable_{role}"] = capable[:, k]
         frame[f"rounds_preferred_{role}"] = preferred[:, k]
         for j in range(c.shape[-1]):
-            frame[f"c_{role}_{j}"] = c[:, k, j]
-            frame[f"p_{role}_{j}"] = p[:, k, j]
+            frame[f"c_{role}_{j}"] = pair_c[:, k, j]
+            frame[f"p_{role}_{j}"] = pair_p[:, k, j]
     distance = data.teammates.set_index("participant_id")["distance"]
     frame["distance"] = frame["participant_id"].map(distance)
     metrics = all_metrics(c, p, final)
@@ -116,7 +135,7 @@ def session_fairness_over_time(data: StudyData) -> tuple[pd.DataFrame, pd.DataFr
     row per round), participant as human 0."""
     sessions = collaborative(data.sessions)
     c, p = team_arrays(sessions)
-    kits = trajectories(sessions, data.allocations, c.shape[-1])
+    kits = trajectories(sessions, data.allocations, c.shape[-1], c.shape[1])
     keys = sessions[["participant_id", "session_id", "condition", "algorithm",
                      "round_order"]]
     summary = pd.concat([keys, fairness_time.summary(c, p, kits)], axis=1)
@@ -160,8 +179,8 @@ def role_rates(data: StudyData) -> pd.DataFrame:
 
     frame = collaborative(data.sessions)
     c, p = team_arrays(frame)
-    final = trajectories(frame, data.allocations, c.shape[-1])[:, -1]
-    rates = outcomes(c, p, final)
+    final = trajectories(frame, data.allocations, c.shape[-1], c.shape[1])[:, -1]
+    rates = {name: _as_pair(values) for name, values in outcomes(c, p, final).items()}
     parts = [pd.DataFrame({"session_id": frame["session_id"], "condition": frame["condition"],
                            "role": role, **{name: rates[name][:, k]
                                             for name in ("P_rate", "C_rate", "Cap")}})

@@ -23,9 +23,10 @@ import pandas as pd
 TASK_TYPES = "0 = squares, 1 = letters"
 TASK_NAMES = "squares, letters"
 EPOCH = "seconds since 1970-01-01 UTC (server clock)"
-STEPS = ("consent, themes, preferences, practice, teammate, intro-1, session-1, "
-         "questionnaire-1, intro-2, session-2, questionnaire-2, post, debrief, done; "
-         "terminal: declined, withdrawn")
+STEPS = ("consent, themes, preferences, practice, lobby (real teams), teammate, intro-1, "
+         "session-1, questionnaire-1, intro-2, session-2, questionnaire-2, post, debrief, "
+         "done; terminal: declined, withdrawn, unmatched, dropped (real teams)")
+SEAT_TERMS = "the seat's human index in its team"
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,7 @@ CODEBOOK: tuple[Table, ...] = (
         Column("rounds", "INTEGER", "rounds in this session", units="rounds"),
         _at("created_at", "when the session and its policy were set up"),
         _at("finished_at", "when the session's last round closed"),
+        _fk("team_id", "teams", nullable=True),
     )),
     Table("rounds", "one timed round of one participant", (
         _id(), _fk("session_id", "sessions"), _fk("participant_id", "participants"),
@@ -257,6 +259,7 @@ CODEBOOK: tuple[Table, ...] = (
         Column("close_delay", "REAL", "how late the round closed: closed_at - deadline (the "
                "cookies of both count only up to the deadline); empty while running and for "
                "rounds closed before this column existed", units="s", allowed=">= 0"),
+        _fk("team_round_id", "team_rounds", nullable=True),
     )),
     Table("allocations", "the kit the robot gave one human in one collaborative round", (
         _id(), _fk("round_id", "rounds"), _fk("session_id", "sessions"),
@@ -295,6 +298,87 @@ CODEBOOK: tuple[Table, ...] = (
                allowed=">= 0"),
         Column("fraction", "REAL", "correct / elements of the target", allowed="0..1"),
         Column("msg_id", "TEXT", "the client's message id", allowed="8-64 of [A-Za-z0-9_-]"),
+    )),
+    Table("lobby", "one person's wait after practice for a real team (docs/teams.md)", (
+        _id(), _fk("participant_id", "participants"),
+        _at("entered_at", "when they started waiting"),
+        _at("individual_deadline", "when their own timer runs out (empty: no such timer)"),
+        _at("left_at", "when they left the lobby"),
+        Column("outcome", "TEXT", "how the wait ended",
+               allowed="team, timeout, left, or empty (still waiting)"),
+        _fk("team_id", "teams", nullable=True),
+    )),
+    Table("teams", "one real team: several people under one robot (docs/teams.md)", (
+        _id(), Column("protocol", "TEXT", "the protocol the team played"),
+        Column("humans", "INTEGER", "seats", allowed="2, 3"),
+        Column("persons", "INTEGER", "seats people took when it formed", allowed=">= 1"),
+        Column("formation", "TEXT", "how the protocol forms teams", allowed="arrival, traits"),
+        _at("formed_at", "when the team formed"),
+        Column("formed_by", "TEXT", "what formed it", allowed="arrival, traits, "
+               "shared-timeout, individual-timeout"),
+        Column("condition_order", "TEXT (JSON)", "the team's order of conditions"),
+        Column("live_type", "TEXT", "team type of the seats' coefficients (MODEL.md)",
+               allowed="mixed, twins, negative, mixed-reversed"),
+        Column("team_c", "TEXT (JSON)", "capabilities [seat][type]", allowed="0.01..0.99"),
+        Column("team_p", "TEXT (JSON)", "preferences [seat][type]", allowed="0.01..0.99"),
+        Column("session", "INTEGER", "the session the team is in", allowed="0 (not "
+               "started), 1, 2"),
+        _at("next_round_at", "when the server starts the team's next round (empty: waiting "
+            "for its members or finished)"),
+        _at("session_started_at", "when the current session started"),
+        _at("finished_at", "when the last round closed, or nobody was left to play"),
+    )),
+    Table("seats", "one seat of a real team, played by a person or an agent", (
+        _id(), _fk("team_id", "teams"),
+        Column("seat", "INTEGER", SEAT_TERMS, allowed="0, 1, 2"),
+        Column("kind", "TEXT", "who took the seat when the team formed",
+               allowed="person, agent"),
+        _fk("participant_id", "participants", nullable=True),
+        *(Column(f"{kind}_{name}", "REAL", f"{meaning} on {name}: the person's measured or "
+                 "the pool member's", allowed="0.01..0.99")
+          for kind, meaning in (("c", "capability"), ("p", "preference"))
+          for name in ("squares", "letters")),
+        Column("pool_team", "INTEGER", "an agent seat's pool team (row index)",
+               allowed=">= 0 or empty"),
+        _at("joined_at", "when the seat was taken"),
+        _at("away_since", "since when the person's page has been closed (empty: open)"),
+        _at("dropped_at", "when an agent took the person's seat over (empty: never)"),
+        Column("drop_reason", "TEXT", "why", allowed="away, late, withdrawn, aborted, or "
+               "empty"),
+        Column("agent_from_session", "INTEGER", "the first session the agent played",
+               allowed="1, 2, or empty"),
+        Column("agent_from_round", "INTEGER", "the first round (of that session) the agent "
+               "played", allowed=">= 1 or empty"),
+    )),
+    Table("team_rounds", "one round of a real team, on one server clock", (
+        _id(), _fk("team_id", "teams"),
+        Column("session", "INTEGER", "session number", allowed="1, 2"),
+        Column("number", "INTEGER", "round number within the session", allowed=">= 1"),
+        Column("condition", "TEXT", "the session's condition id"),
+        _at("started_at", "when the server started the round"),
+        _at("deadline", "when it closes"),
+        Column("seconds", "REAL", "round duration", units="s"),
+        _at("closed_at", "when it was closed"),
+        Column("close_reason", "TEXT", "how", allowed="deadline, or empty (running)"),
+    )),
+    Table("team_allocations", "the kit the robot gave one seat in one team round", (
+        _id(), _fk("team_round_id", "team_rounds"), _fk("team_id", "teams"),
+        Column("session", "INTEGER", "session number", allowed="1, 2"),
+        Column("round", "INTEGER", "round number within the session", allowed=">= 1"),
+        Column("seat", "INTEGER", SEAT_TERMS, allowed="0, 1, 2"),
+        *_task(whose="the kit"),
+        Column("held_before", "TEXT (JSON)", "kits held [seat][type] when the policy chose",
+               units="kits"),
+        _at(),
+    )),
+    Table("seat_cookies", "one cookie an agent finished in a team round (people's are in "
+          "`cookies`)", (
+        _id(), _fk("team_round_id", "team_rounds"), _fk("team_id", "teams"),
+        Column("seat", "INTEGER", SEAT_TERMS, allowed="0, 1, 2"),
+        Column("number", "INTEGER", "1-based count within the round and seat", allowed=">= 1"),
+        Column("task_type", "INTEGER", "task type of the cookie", allowed=TASK_TYPES),
+        _at("finished_at", "when the agent finished it"),
+        Column("seconds", "REAL", "time since the round started", units="s"),
     )),
     Table("messages", "one accepted client message id (idempotency log)", (
         _id(), _fk("participant_id", "participants"),

@@ -334,7 +334,8 @@
   }
 
   function viewTeammate() {
-    return card(state.page, el("div", { class: "teammate-hello" }, svgUse("baker", "baker"),
+    // A real team's page (docs/teams.md) says who the teammates are in its own words.
+    return card(state.page, state.team ? null : el("div", { class: "teammate-hello" }, svgUse("baker", "baker"),
       el("p", {}, t("teammate_hello"))),
       el("div", { class: "actions" }, button(t("continue"), () => submit(), "primary", { "data-action": "continue" })));
   }
@@ -348,7 +349,7 @@
         el("p", { class: "lobby-count", id: "lobby-count" }, ""),
         el("p", { class: "lobby-countdown", id: "lobby-countdown" }, ""),
         el("p", { class: "lobby-timeout" }, t(lobby.on_timeout === "agents" ? "lobby_timeout_agents" : "lobby_timeout_unmatched"))),
-      el("div", { class: "actions", id: "lobby-leave", hidden: true },
+      el("div", { class: "actions", id: "lobby-leave", style: "display: none" },
         button(t("lobby_leave"), () => submit({ leave: true }), "secondary", { "data-action": "lobby-leave" })));
     timer = setInterval(updateWaiting, 250);
     setTimeout(updateWaiting, 0);
@@ -368,7 +369,7 @@
         countdown.textContent = lobby.deadline ? t("lobby_countdown", { seconds: Math.max(0, Math.ceil(lobby.deadline - serverNow())) }) : "";
       }
       const leave = document.getElementById("lobby-leave");
-      if (leave) leave.hidden = serverNow() < lobby.leave_at;
+      if (leave) leave.style.display = serverNow() < lobby.leave_at ? "none" : "";
     }
     const round = state.round;
     const note = document.getElementById("team-waiting");
