@@ -155,10 +155,16 @@ def test_recruitment_and_analysis_are_read():
 
 
 def test_the_shipped_studies_declare_their_manipulation_check():
+    """Every study with an agent teammate presented as a person checks the belief; real
+    teams (docs/teams.md) have no deception to check, and none of its items."""
     for path in sorted(PROTOCOLS.glob("*.toml")):
         protocol = load_protocol(path)
-        item = next(i for i in protocol.post_questionnaire.items
-                    if i.id == protocol.analysis.manipulation_check_item)
+        items = {i.id: i for i in protocol.post_questionnaire.items}
+        if protocol.team is not None:
+            assert protocol.analysis.manipulation_check_item is None
+            assert "teammate_believed" not in items
+            continue
+        item = items[protocol.analysis.manipulation_check_item]
         assert set(protocol.analysis.manipulation_check_pass) <= set(item.options)
 
 
