@@ -2,8 +2,8 @@
 like them inside the target ranges, and every refusal (docs/pilot-to-study.md).
 
 Pilots run simulated people (``study.bots.human``) through the real journey code
-(``tests/human_journeys.py``) on study2, with a small pool of study2's teams; new people
-are then measured under the calibrated protocol the same way.
+(``tests/human_journeys.py``) on study2-paper (the paper's ranges), with a small pool of its
+teams; new people are then measured under the calibrated protocol the same way.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from study.protocol import load_protocol
 from study.web.console.holds import apply_action, ensure_tables
 from study.web.participant.teammate import PoolTeammates
 
-STUDY2 = PROTOCOLS / "study2.toml"
-TARGETS = ((0.20, 0.32), (0.63, 1.00))  # study2's [pool.sample] c: squares, letters
+STUDY2 = PROTOCOLS / "study2-paper.toml"
+TARGETS = ((0.20, 0.32), (0.63, 1.00))  # the paper's ranges ([pool.sample] c): squares, letters
 # The protocol's own themes on both cookies ("BR" squares, "GO STEELERS" letters).
 RATINGS = {"ravens": 6, "steelers": 2}
 PILOT, NEW = 8, 30
@@ -139,7 +139,7 @@ def test_the_table_says_what_changed_and_the_block_records_the_pilot(tmp_path, c
     code, printed = calibrate(capsys, pilot, tmp_path / "calibrated.toml")
     assert code == 0, printed
     lines = printed.splitlines()
-    assert lines[0].startswith("pilot study2.sqlite (sha256 ")
+    assert lines[0].startswith("pilot study2-paper.sqlite (sha256 ")
     assert f": {PILOT} participants measured 2025-06-15 to 2025-06-15" in lines[0]
     assert lines[1].split() == ["type", "target", "reference", "median", "c", "clipped",
                                 "inside", "target"]
@@ -184,7 +184,7 @@ def test_the_file_keeps_its_comments_and_only_the_calibrated_values_change(
         assert lo <= min(values) and max(values) <= hi and hi - max(values) < 0.01
     assert spec.fea is not None and 0 <= spec.fea.lo < spec.fea.hi
     assert spec.fea.source.startswith("percentiles 5 and 95 of |FE| over ")
-    assert "pilot study2.sqlite" in spec.fea.source
+    assert "pilot study2-paper.sqlite" in spec.fea.source
 
 
 def test_the_calibrated_protocol_passes_study_check_and_serves(tmp_path, capsys, pilots,
@@ -193,7 +193,7 @@ def test_the_calibrated_protocol_passes_study_check_and_serves(tmp_path, capsys,
                               "--ranges", "--fea-bounds", "people")
     assert code == 0, printed
     assert main(["check", str(tmp_path / "calibrated.toml")]) == 0
-    assert "valid protocol 'study2'" in capsys.readouterr().out
+    assert "valid protocol 'study2-paper'" in capsys.readouterr().out
     app = make_app(tmp_path, teammates, FakeClock(), protocol=tmp_path / "calibrated.toml")
     study = app.extensions["study"]
     study.enrol("served-1")
@@ -246,7 +246,7 @@ def test_a_database_of_another_protocol_is_refused(tmp_path, capsys, pilots):
     code, printed = calibrate(capsys, pilots["fast"], tmp_path / "out.toml",
                               protocol=PROTOCOLS / "study1.toml")
     assert code == 2 and printed.count("\n") == 1
-    assert "holds participants of protocol 'study2', not 'study1'" in printed
+    assert "holds participants of protocol 'study2-paper', not 'study1'" in printed
 
 
 def test_a_database_without_measured_rounds_is_refused(tmp_path, capsys, teammates):
@@ -305,7 +305,7 @@ def test_inconsistent_options_are_refused(tmp_path, capsys, pilots, options, say
 
 
 def test_the_protocol_itself_is_never_overwritten(tmp_path, capsys, pilots):
-    copy = tmp_path / "study2.toml"
+    copy = tmp_path / "study2-paper.toml"
     copy.write_text(STUDY2.read_text())
     code, printed = calibrate(capsys, pilots["fast"], copy, protocol=copy)
     assert code == 2 and "is the protocol itself" in printed
@@ -346,7 +346,7 @@ def test_the_report_shows_the_measures_against_the_ranges_and_their_provenance(
         *(["squares"] if off > 0.1 * PILOT else []), "letters"]
     assert calibrate(capsys, pilots["fast"], tmp_path / "calibrated.toml")[0] == 0
     part = section(data, tmp_path / "calibrated.toml", tmp_path / "figures")
-    assert "calibrated by `study calibrate` from the pilot study2.sqlite" in part["text"]
+    assert "calibrated by `study calibrate` from the pilot study2-paper.sqlite" in part["text"]
     changes = part["tables"][1][1]
     assert list(changes["value"]) == ["cookies.squares.reference_speed",
                                       "cookies.letters.reference_speed"]

@@ -14,7 +14,7 @@ from study.protocol import load_protocol
 from study.web.console import live
 from study.web.console import views as console
 
-STUDY2 = ROOT / "protocols" / "study2.toml"  # squares [0.20, 0.32], letters [0.63, 1.00]
+STUDY2 = ROOT / "protocols" / "study2-paper.toml"  # squares [0.20, 0.32], letters [0.63, 1.00]
 SQUARES = [0.21, 0.22, 0.24, 0.25, 0.26, 0.27, 0.28, 0.30, 0.45, 0.01]  # 0.45 out, 0.01 clipped
 LETTERS = [0.64, 0.66, 0.70, 0.72, 0.75, 0.80, 0.85, 0.90, 0.95, 0.99]  # 0.99 clipped, inside
 

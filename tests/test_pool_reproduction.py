@@ -58,7 +58,7 @@ def test_efficiency_gap_bins_cover_every_selected_team(study1):
 @pytest.fixture(scope="module")
 def study2(tmp_path_factory):
     out = tmp_path_factory.mktemp("study2") / "pool.parquet"
-    assert main(["pool", "build", str(PROTOCOLS / "study2.toml"), "--out", str(out),
+    assert main(["pool", "build", str(PROTOCOLS / "study2-paper.toml"), "--out", str(out),
                  "--teams", "20000"]) == 0
     return out
 

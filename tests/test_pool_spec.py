@@ -54,7 +54,7 @@ def test_study1_spec_is_the_papers_simulation_study_1():
 
 
 def test_study2_spec_draws_the_papers_capability_intervals_per_team_type():
-    spec = PoolSpec.from_protocol(PROTOCOLS / "study2.toml")
+    spec = PoolSpec.from_protocol(PROTOCOLS / "study2-paper.toml")
     assert spec.teams == 100_000
     squares, letters = spec.sample_c[0]
     assert squares == (0.20, 0.32) and letters == (0.63, 1.00)

@@ -25,7 +25,7 @@ PROTOCOLS = ROOT / "protocols"
 
 @pytest.fixture(scope="module")
 def study2_pool(tmp_path_factory):
-    spec = PoolSpec.from_protocol(PROTOCOLS / "study2.toml").with_changes(teams=20_000)
+    spec = PoolSpec.from_protocol(PROTOCOLS / "study2-paper.toml").with_changes(teams=20_000)
     path = build_pool(spec, tmp_path_factory.mktemp("s2") / "pool.parquet", progress=False)
     return Pool.load(path)
 
@@ -164,11 +164,11 @@ def test_the_placement_is_recorded(tmp_path):
 def test_unplaced_participants_meet_what_the_protocol_declares(tmp_path):
     from study.bots.human import Human
 
-    slow = Human(pace=2.6)  # slower on letters than any teammate study2's pool holds
-    run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path / "pools")
+    slow = Human(pace=2.6)  # slower on letters than any teammate of the paper's ranges
+    run = HumanJourneys(paper_ranges_protocol(tmp_path), tmp_path, tmp_path / "pools")
     person = run.person("slow-1", slow, np.random.default_rng(4), {"ravens": 6, "steelers": 2})
     assert person.step == "unmatched" and person.target_met is None
-    text = (PROTOCOLS / "study2.toml").read_text().replace(
+    text = paper_ranges_protocol(tmp_path).read_text().replace(
         'unplaced = "unmatched"', 'unplaced = "continue"')
     (tmp_path / "cont").mkdir()
     copy = tmp_path / "cont" / "study2.toml"
@@ -198,8 +198,9 @@ def test_check_refuses_a_target_team_the_pool_never_forms(tmp_path, capsys):
 
 
 def test_check_refuses_themes_assigned_against_the_role(tmp_path, capsys):
-    path = write_protocol(tmp_path, "study2", 'preferred_on = "squares"',
-                          'preferred_on = "letters"')
+    path = paper_ranges_protocol(tmp_path)  # letters everyone's best cookie
+    path.write_text(path.read_text().replace('preferred_on = "squares"',
+                                             'preferred_on = "letters"'))
     assert study_main(["check", str(path)]) == 2
     err = capsys.readouterr().err
     assert "study.preferred_on" in err and "negatively correlated" in err
@@ -211,30 +212,28 @@ def test_check_refuses_by_rating_without_preferred_on(tmp_path, capsys):
     assert "study.preferred_on" in capsys.readouterr().err
 
 
-def people_ranges_protocol(tmp_path: Path) -> Path:
-    """study2 with the pool's capability ranges measured from the simulated population
-    (what `study calibrate --ranges` does with a pilot of these people)."""
-    return write_protocol(tmp_path, "study2", "c = [[0.20, 0.32], [0.63, 1.00]]",
-                          "c = [[0.12, 0.50], [0.40, 0.99]]")
+def paper_ranges_protocol(tmp_path: Path) -> Path:
+    """study2 (themes by rating, the typed rule) with the paper's capability ranges instead
+    of those people measure."""
+    return write_protocol(tmp_path, "study2", "c = [[0.12, 0.50], [0.40, 0.99]]",
+                          "c = [[0.20, 0.32], [0.63, 1.00]]")
 
 
-@pytest.mark.parametrize("name", ["study1", "study2-people-ranges"])
+@pytest.mark.parametrize("name", ["study1", "study2"])
 def test_a_population_of_paces_and_ratings_lands_in_the_target_team(name, tmp_path):
     """Two simulated people per pace (half to twice the model's times) and rating
     pattern; each placed in the target team, with two robots that differ."""
-    path = (people_ranges_protocol(tmp_path) if name.startswith("study2")
-            else PROTOCOLS / "study1.toml")
-    run = HumanJourneys(path, tmp_path, tmp_path / "pools")
+    run = HumanJourneys(PROTOCOLS / f"{name}.toml", tmp_path, tmp_path / "pools")
     people = population(run, 2 * len(PACES) * len(RATING_PATTERNS), seed=5)
     placed = np.mean([p.person.in_target for p in people])
     assert placed >= 0.95, f"{name}: only {placed:.0%} in the target team"
     assert all(p.person.step in ("teammate", "unmatched") for p in people)
 
 
-def test_the_shipped_study2_places_everyone_but_the_slow_end(tmp_path):
+def test_the_papers_ranges_place_everyone_but_the_slow_end(tmp_path):
     """With the paper's ranges, the model's pace and faster always land in the target
     team; the slowest pace cannot be the most capable human (docs/teams-by-design.md)."""
-    run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path / "pools")
+    run = HumanJourneys(paper_ranges_protocol(tmp_path), tmp_path, tmp_path / "pools")
     people = population(run, len(PACES) * len(RATING_PATTERNS), seed=5)
     fast = [p for p in people if p.pace <= 1.0]
     assert all(p.person.in_target for p in fast)
