@@ -237,13 +237,19 @@ def test_traits_form_the_mixed_team_and_pass_over_a_pair_that_is_not(tmp_path, t
     assert other.state()["step"] == "lobby"
 
 
-def test_a_closed_page_past_the_grace_hands_the_seat_to_an_agent(tmp_path, teammates):
+def two_in_session(tmp_path, teammates) -> tuple[Any, FakeClock, Person, Person]:
+    """Two people by arrival in the first round of session 1."""
     clock = FakeClock()
     app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
     ada, bo = Person(app, "ada-1"), Person(app, "bo-22")
     practise(app, clock, ada)
     practise(app, clock, bo, squares=2, letters=2, ratings=(2, 6))
     to_session(app, clock, [ada, bo], 1)
+    return app, clock, ada, bo
+
+
+def test_a_closed_page_past_the_grace_hands_the_seat_to_an_agent(tmp_path, teammates):
+    app, clock, ada, bo = two_in_session(tmp_path, teammates)
     bo.leave()
     left = clock.now
     tick_until(app, clock, lambda: rows(app, "SELECT dropped_at FROM seats WHERE seat = 1")[0][
@@ -266,12 +272,7 @@ def test_a_closed_page_past_the_grace_hands_the_seat_to_an_agent(tmp_path, teamm
 
 
 def test_a_withdrawal_deletes_the_persons_rows_and_keeps_the_teams(tmp_path, teammates):
-    clock = FakeClock()
-    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
-    ada, bo = Person(app, "ada-1"), Person(app, "bo-22")
-    practise(app, clock, ada)
-    practise(app, clock, bo, squares=2, letters=2, ratings=(2, 6))
-    to_session(app, clock, [ada, bo], 1)
+    app, clock, ada, bo = two_in_session(tmp_path, teammates)
     play_round(app, clock, [ada, bo])
     assert bo.send("withdraw", {})["ok"]
     for table in ("rounds", "allocations", "sessions", "measurements", "lobby"):

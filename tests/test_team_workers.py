@@ -10,22 +10,15 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
-
 import pytest
 from server_support import query, swarm_in_background, wait_for_open_rounds
 from team_support import team_protocol
+from test_workers import lease_holder
 
 from study.bots.audit import missing_acknowledged
 from study.bots.servers import ServeProcess, quick_protocol
 
 pytestmark = pytest.mark.slow
-
-
-def lease_holder(db: Path) -> tuple[str, int]:
-    [row] = query(db, "SELECT l.holder, p.pid FROM leases l JOIN processes p ON "
-                      "p.id = l.holder")
-    return row["holder"], row["pid"]
 
 
 @pytest.mark.parametrize("seats", [2, 3])
