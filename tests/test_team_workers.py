@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+
 import pytest
 from server_support import query, swarm_in_background, wait_for_open_rounds
 from team_support import team_protocol
