@@ -33,17 +33,19 @@ text = "You decorate together with the people in your team."
 
 def team_protocol(directory: Path, seats: int = 2, formation: str = "arrival",
                   timers: str = "shared_seconds = 300\nindividual_seconds = 600",
-                  on_timeout: str = "agents", grace: float = 5) -> Path:
-    """The demo study with a ``[team]`` of ``seats`` people."""
+                  on_timeout: str = "agents", grace: float = 5, agents: int = 0) -> Path:
+    """The demo study with a ``[team]`` of ``seats`` seats, the last ``agents`` of them
+    agents' and the others people's."""
     team_types = 'team_types = ["mixed"]' if formation == "traits" else ""
     text = DEMO.read_text(encoding="utf-8").replace('name = "demo"', 'name = "demo-team"')
+    kinds = ["person"] * (seats - agents) + ["agent"] * agents
     if seats == 3:
         text = text.replace("kits = [2, 2]", "kits = [3, 3]").replace(
             "humans = 2", "humans = 3").replace(
             'algorithms = ["efficient", "fair"]', 'algorithms = ["efficient"]').replace(
             "fair_gap_above = 0.60\n", "").split("[pool.teammate]")[0]
-    path = directory / f"team{seats}-{formation}-{on_timeout}.toml"
+    path = directory / f"team{seats}-{agents}-{formation}-{on_timeout}.toml"
     path.write_text(text + TEAM.format(
-        seats=json.dumps(["person"] * seats), formation=formation, team_types=team_types,
+        seats=json.dumps(kinds), formation=formation, team_types=team_types,
         timers=timers, on_timeout=on_timeout, grace=grace), encoding="utf-8")
     return path

@@ -297,3 +297,20 @@ def test_three_people_by_arrival_share_one_robot(tmp_path, teammates3):
     play_round(app, clock, people)
     kits = rows(app, "SELECT seat, task_type FROM team_allocations WHERE round = 1")
     assert len(kits) == 3
+
+
+def test_a_declared_agent_seat_is_filled_from_the_pool_when_the_people_arrive(
+        tmp_path, teammates3):
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates3, clock, team_protocol(tmp_path, seats=3, agents=1))
+    ada, bo = Person(app, "ada-1"), Person(app, "bo-22")
+    practise(app, clock, ada)
+    assert ada.state()["lobby"]["needed"] == 2
+    practise(app, clock, bo, squares=2, letters=2, ratings=(2, 6))
+    (team,) = rows(app, "SELECT * FROM teams")
+    assert (team["humans"], team["persons"], team["formed_by"]) == (3, 2, "arrival")
+    seats = rows(app, "SELECT kind, participant_id, pool_team FROM seats ORDER BY seat")
+    assert sorted(s["kind"] for s in seats) == ["agent", "person", "person"]
+    assert all((s["pool_team"] is None) == (s["kind"] == "person") for s in seats)
+    to_session(app, clock, [ada, bo], 1)
+    assert [s["kind"] for s in running(ada)["stations"]].count("agent") == 1

@@ -65,6 +65,9 @@ class Lobby:
         changed: set[int] = set()
         waiting = self.waiting()
         for group in self._groups(waiting):
+            if self.design.persons < self.design.humans:  # the protocol's own agent seats
+                self._with_agents(group, self.design.formation, now, changed)
+                continue
             self.founding.found([self._person(row) for row in group], None,
                                 self.design.formation, now)
             changed |= {row["participant_id"] for row in group}
