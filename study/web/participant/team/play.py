@@ -58,12 +58,15 @@ class TeamPlay:
     # --- the clock ----------------------------------------------------------------------
 
     def tick(self, now: float) -> set[int]:
-        """Bring every team up to ``now``; returns the participants whose page changed."""
-        changed: set[int] = set()
+        """Bring every team up to ``now``; returns the participants whose page changed.
+        Runs every second while teams play: who is online is read once, and only the
+        teams with a round due, a round to start or a session to open are looked at."""
+        changed = self._presence(now)
+        for due in self.storage.all("SELECT * FROM team_rounds WHERE closed_at IS NULL AND "
+                                    "deadline <= ? ORDER BY deadline", (now,)):
+            changed |= self._close(due, now)
         for team in self._active():
-            changed |= self._presence(team, now)
-            changed |= self._close_due(team, now)
-            changed |= self._start_due(self._team(team["id"]), now)
+            changed |= self._start_due(team, now)
         return changed
 
     def next_due(self) -> float | None:
@@ -94,14 +97,19 @@ class TeamPlay:
 
     # --- presence and drops -------------------------------------------------------------
 
-    def _presence(self, team: dict[str, Any], now: float) -> set[int]:
+    def _presence(self, now: float) -> set[int]:
         """Mark who has no open page since when; drop whoever is away past the grace."""
         changed: set[int] = set()
-        for seat in self._present(team["id"]):
+        online_codes = {row["code"] for row in self.storage.all(
+            "SELECT DISTINCT code FROM connections")}
+        for seat in self.storage.all(
+                "SELECT s.*, p.code, p.step FROM seats s JOIN teams t ON t.id = s.team_id "
+                "JOIN participants p ON p.id = s.participant_id WHERE t.finished_at IS NULL "
+                "AND t.protocol = ? AND s.kind = 'person' AND s.dropped_at IS NULL",
+                (self.protocol.name,)):
             if seat["step"] not in PLAYING_STEPS:
                 continue
-            online = self.storage.one("SELECT 1 FROM connections WHERE code = ?",
-                                      (seat["code"],)) is not None
+            online = seat["code"] in online_codes
             if online and seat["away_since"] is not None:
                 self.storage.update("seats", seat["id"], {"away_since": None})
             elif not online and seat["away_since"] is None:
@@ -148,11 +156,10 @@ class TeamPlay:
 
     # --- rounds -------------------------------------------------------------------------
 
-    def _close_due(self, team: dict[str, Any], now: float) -> set[int]:
-        due = self.storage.one("SELECT * FROM team_rounds WHERE team_id = ? AND closed_at IS "
-                               "NULL AND deadline <= ?", (team["id"], now))
-        if due is None:
-            return set()
+    def _close(self, due: dict[str, Any], now: float) -> set[int]:
+        """Close a team round whose deadline passed: the agents' cookies, and when the
+        next round starts (or that the session, or the team, is done)."""
+        team = self._team(due["team_id"])
         seats = self.seats(team["id"])
         allocated = {row["seat"]: row["task_type"] for row in self.storage.all(
             "SELECT seat, task_type FROM team_allocations WHERE team_round_id = ?",
