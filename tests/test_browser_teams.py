@@ -1,9 +1,9 @@
 """Teams by design in real Chromium: two people, one brisk and one slow, with opposite
 theme ratings, both end in the team the study is about (docs/teams-by-design.md).
 
-The protocol is study2 with the pool's capability ranges measured from people of these
-paces (what ``study calibrate --ranges`` makes of a pilot), its themes assigned by rating
-and its teammate chosen by the typed rule. Each person plays practice at the human model's
+The protocol is study2: its pool's capability ranges are those people of these paces
+measure (what ``study calibrate --ranges`` makes of a pilot), its themes assigned by
+rating and its teammate chosen by the typed rule. Each person plays practice at the human model's
 pace through Playwright's mouse; the test then reads what the served study stored: the
 themes on every round, the live team's type and the participant's role in it.
 """
@@ -33,12 +33,10 @@ PEOPLE = {"brisk-1": (0.55, {"ravens": 7, "steelers": 2}),
 @pytest.fixture(scope="module")
 def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     text = (ROOT / "protocols" / "study2.toml").read_text()
-    paper = "c = [[0.20, 0.32], [0.63, 1.00]]"
-    assert paper in text
+    assert "c = [[0.12, 0.50], [0.40, 0.99]]" in text  # the ranges people measure
     path = tmp_path_factory.mktemp("teams-protocol") / "study2.toml"
     # 15 s practice rounds: a speed per second measures the same in half the time
-    path.write_text(text.replace(paper, "c = [[0.12, 0.50], [0.40, 0.99]]")
-                    .replace("open_enrolment = false", "open_enrolment = true")
+    path.write_text(text.replace("open_enrolment = false", "open_enrolment = true")
                     .replace("practice_seconds = 30", "practice_seconds = 15"))
     return path
 
