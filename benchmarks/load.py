@@ -154,8 +154,12 @@ def protocol_for(pace: str, directory: Path, human: Path = DEMO) -> Path:
     """The demo protocol as shipped (15 s rounds, a person's pace; or ``human``) or, for
     the stress rows, with 6 s rounds and speeds that make a bot finish a cookie about
     every second."""
-    if pace == "human":
-        return human
+    if pace == "human":  # the bots enrol with fresh codes: a copy open to them
+        text = human.read_text(encoding="utf-8")
+        copy = directory / human.name
+        copy.write_text(text.replace("open_enrolment = false", "open_enrolment = true"),
+                        encoding="utf-8")
+        return copy
     return quick_protocol(ROOT / "protocols" / "demo.toml", directory / "fast.toml",
                           round_seconds=6.0, practice_seconds=3.0,
                           reference_speed=(1.5, 1.0), min_cookie_seconds=0.3)
