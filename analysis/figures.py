@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis.flow import LOSSES
+
 COLOURS = {"efficient": "#1f77b4", "fair": "#d62728", "fea": "#2ca02c",
            "predicted": "#7f7f7f"}
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
@@ -251,8 +253,7 @@ def flow_figure(flow: pd.DataFrame) -> Figure:
     figure, axis = plt.subplots(figsize=(8.5, 0.5 * len(flow) + 1.2))
     y = np.arange(len(flow))[::-1]
     axis.barh(y, flow["reached"], color="#9ecae1", edgecolor="#3182bd")
-    losses = [c for c in ("not opened", "declined", "withdrawn", "aborted", "unmatched",
-                          "left") if c in flow]
+    losses = [c for c in LOSSES if c in flow]
     for (_, row), height in zip(flow.iterrows(), y, strict=True):
         lost = ", ".join(f"{row[c]} {c}" for c in losses if row[c])
         axis.text(row["reached"], height, f"  {row['reached']}" + (

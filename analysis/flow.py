@@ -2,7 +2,9 @@
 
 The flow follows every participant link from its creation to the end of the study and
 says, at each stage, how many went on and how many were lost and why (declined,
-withdrawn, aborted by the experimenter, no teammate found, or left). The server records
+withdrawn, aborted by the experimenter, no teammate found, dropped from a real team's seat
+for being away or late, or left). A real team's lobby comes after practice, so waiting
+there proves the practice was done. The server records
 nothing until the consent page is answered, so a link that was opened but never answered
 counts as not opened. Withdrawal erases the step log, so a withdrawn participant is
 placed at the last stage their remaining consent fields prove.
@@ -26,16 +28,16 @@ from analysis.design import AnalysisRules, Design, manipulation_passed
 from analysis.load import StudyData
 from study.terms import EXCLUSION_TEXT
 
-STEP_ORDER = ("consent", "themes", "preferences", "practice", "teammate", "intro-1",
+STEP_ORDER = ("consent", "themes", "preferences", "practice", "lobby", "teammate", "intro-1",
               "session-1", "questionnaire-1", "intro-2", "session-2", "questionnaire-2",
               "post", "debrief", "done")
 STAGES = ("links created", "opened", "consented", "practised", "session 1", "session 2",
           "done")
 # The first step that proves each stage was reached (opened and consented are read from
 # the consent fields).
-STAGE_STEP = {"practised": "teammate", "session 1": "session-1", "session 2": "session-2",
+STAGE_STEP = {"practised": "lobby", "session 1": "session-1", "session 2": "session-2",
               "done": "done"}
-LOSSES = ("not opened", "declined", "withdrawn", "aborted", "unmatched", "left")
+LOSSES = ("not opened", "declined", "withdrawn", "aborted", "unmatched", "dropped", "left")
 # Where the teammate rule placed a participant (``teammates.target_met``); an unmatched
 # participant met the unmatched page because no member formed the target team.
 TARGETS = {1: "placed in target team", 0: "placed off target"}
@@ -97,7 +99,7 @@ def _stage(row: pd.Series) -> str:
 def _outcome(row: pd.Series) -> str:
     if row["step"] == "done" and row["status"] != "aborted":
         return "done"
-    if row["step"] in ("declined", "withdrawn", "unmatched"):
+    if row["step"] in ("declined", "withdrawn", "unmatched", "dropped"):
         return str(row["step"])
     if row["status"] == "aborted" or row["step"] == "aborted":
         return "aborted"

@@ -28,6 +28,13 @@ The ``fast`` rows are a stress figure: bots that finish a cookie about every sec
 quick variant of the protocol (6 s rounds), far beyond a person's pace.
 Goal: 1,000 participants with ack p95 <= 50 ms, drift p95 <= 50 ms and max <= 250 ms,
 0 acknowledged missing, 0 lock errors.
+
+Several ``--protocol`` run in every configuration, one after the other; each one's ack p95
+is also given over the first's. Real teams of three against agent teammates (their lobby
+and practice take about 200 s before the window opens; docs/teams.md)::
+
+    python -m benchmarks.load --protocol protocols/demo.toml protocols/teams3.toml \
+        --workers 1,2 --participants 1000 --fast-workers '' --durability full --settle 200
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ SPAWN_SECONDS = 4.0  # for the swarm's processes to start before the first arriv
 @dataclass(frozen=True)
 class Config:
     pace: str  # "human" or "fast"
+    study: Path  # the protocol of the human-pace rows (the fast rows run a quick demo)
     workers: int
     participants: int
     durability: str = "full"  # study serve --durability
@@ -132,7 +140,8 @@ class Row:
         c, d = self.cookie_ms, self.drift_ms
         backups = (f"every {self.config.backup_every * 60:g} s" if self.config.backup_every
                    else "none")
-        return (f"| {self.config.pace} | {self.config.durability} | {self.config.workers} | "
+        return (f"| {self.config.study.stem} | {self.config.pace} | {self.config.durability} | "
+                f"{self.config.workers} | "
                 f"{self.config.participants} | {backups} | "
                 f"{c[0]:.0f} / {c[1]:.0f} / {c[2]:.0f} ({self.cookies}) | "
                 f"{d[0]:.0f} / {d[1]:.0f} ({self.closings}) | {self.messages_per_second:.0f} | "
@@ -142,12 +151,12 @@ class Row:
                 f"{'yes' if self.goal_met() else 'no'} |")
 
 
-HEADER = ("| pace | durability | workers | participants | backups | "
+HEADER = ("| study | pace | durability | workers | participants | backups | "
           "cookie ack p50 / p95 / p99 ms (cookies) | "
           "closing drift p95 / max ms (closings) | messages/s | server CPU ms/message | "
           "server CPU | bots CPU | machine busy | bots' loop lag p95 ms | "
           "acknowledged missing | lock errors | bot errors | goal |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def protocol_for(pace: str, directory: Path, human: Path = DEMO) -> Path:
@@ -171,7 +180,7 @@ def swarm_processes(participants: int, requested: int) -> int:
 
 def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row:
     directory.mkdir(parents=True, exist_ok=True)
-    protocol = protocol_for(config.pace, directory, args.protocol)
+    protocol = protocol_for(config.pace, directory, config.study)
     db, log = directory / "load.sqlite", directory / "serve.log"
     backups = (("--backup-every", str(config.backup_every), "--backup-dir",
                 str(directory / "backups")) if config.backup_every else ())
@@ -250,10 +259,29 @@ def station_pushes(db: Path) -> int:
 
 
 def matrix(args: argparse.Namespace) -> list[Config]:
-    configs = [Config("human", w, n, d, b) for b in args.backup_every
-               for d in args.durability for w in args.workers for n in args.participants]
-    return configs + [Config("fast", w, n, d) for d in args.durability
+    configs = [Config("human", study, w, n, d, b) for b in args.backup_every
+               for d in args.durability for w in args.workers for n in args.participants
+               for study in args.protocol]
+    return configs + [Config("fast", DEMO, w, n, d) for d in args.durability
                       for w in args.fast_workers for n in args.fast_participants]
+
+
+def against_first_study(rows: list[Row]) -> list[str]:
+    """Each study's cookie ack p95 over the first study's in the same configuration (same
+    run, same machine): what, say, real teams' pushes cost over agent teammates."""
+    lines = []
+    for row in rows:
+        first = next(r for r in rows if r.config.pace == row.config.pace
+                     and (r.config.workers, r.config.participants, r.config.durability,
+                          r.config.backup_every)
+                     == (row.config.workers, row.config.participants, row.config.durability,
+                         row.config.backup_every))
+        if first is not row and first.config.study != row.config.study:
+            lines.append(f"{row.config.study.stem} over {first.config.study.stem}, "
+                         f"{row.config.workers} worker(s), {row.config.participants}: "
+                         f"ack p95 {row.cookie_ms[1]:.0f} / {first.cookie_ms[1]:.0f} ms = "
+                         f"{row.cookie_ms[1] / first.cookie_ms[1]:.2f}")
+    return lines
 
 
 def numbers(text: str) -> list[int]:
@@ -287,9 +315,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=SETTLE_SECONDS,
                         help="seconds after the last arrival before the window opens (real "
                              "teams play only after practice and the lobby: about 100)")
-    parser.add_argument("--protocol", type=Path, default=DEMO,
-                        help="the study of the human-pace rows (default: the demo); e.g. "
-                             "protocols/teams3.toml for real teams of three")
+    parser.add_argument("--protocol", type=Path, nargs="+", default=[DEMO],
+                        help="the studies of the human-pace rows, each run in every "
+                             "configuration (default: the demo); e.g. protocols/demo.toml "
+                             "protocols/teams3.toml compares real teams of three with agent "
+                             "teammates, and reports the ack p95 ratio")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep every configuration's database and server log in DIR")
     args = parser.parse_args(argv)
@@ -305,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; ramp {args.ramp:g} s, "
               f"window {args.steady:g} s", flush=True)
         for config in matrix(args):
-            name = (f"{config.pace}-{config.durability}-{config.workers}w-"
+            name = (f"{config.study.stem}-{config.pace}-{config.durability}-{config.workers}w-"
                     f"{config.participants}-backup{config.backup_every:g}")
             row = run_config(config, args, base / name)
             rows.append(row)
@@ -317,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     print(HEADER)
     for row in rows:
         print(row.markdown())
+    for line in against_first_study(rows):
+        print(line)
     return 0 if all(r.missing == 0 and r.lock_errors == 0 for r in rows) else 1
 
 

@@ -10,7 +10,7 @@ from team_support import team_protocol
 from test_real_teams import Person, play_round, practise, to_session
 from web_support import FakeClock, make_app, small_pool
 
-from analysis import models, real_teams
+from analysis import flow, models, real_teams
 from analysis.load import load
 
 
@@ -56,6 +56,16 @@ def test_the_flow_counts_teams_seats_takeovers_and_the_lobby(database):
     assert counts["person seats"] == 3
     assert counts["seats taken over by an agent"] == 1 and counts["taken over: away"] == 1
     assert counts["left the lobby: team"] == 3
+
+
+def test_the_participant_flow_knows_the_lobby_and_a_dropped_seat(database):
+    stages = flow.participant_stages(database)
+    outcome = dict(zip(stages["code"], stages["outcome"], strict=True))
+    assert outcome == {"member-0": "left", "member-1": "left", "member-2": "dropped"}
+    table = flow.flow_table(stages).set_index("stage")
+    assert table.loc["practised", "reached"] == 3 and table.loc["session 1", "reached"] == 3
+    assert table.loc["session 1", "dropped"] == 1
+    assert table["dropped"].sum() == 1
 
 
 def test_members_count_every_seats_cookies_and_the_spread_is_the_teams(database):

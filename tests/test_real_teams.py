@@ -228,6 +228,8 @@ def test_traits_form_the_mixed_team_and_pass_over_a_pair_that_is_not(tmp_path, t
     practise(app, clock, positive, squares=2, letters=2, ratings=(1, 7))
     practise(app, clock, other, squares=2, letters=3, ratings=(2, 6))
     assert rows(app, "SELECT * FROM teams") == []  # two positive people make Twins
+    journey(app).tick(clock.now)  # the same people again: still no team
+    assert rows(app, "SELECT * FROM teams") == []
     practise(app, clock, negative, squares=1, letters=6, ratings=(7, 1))
     (team,) = rows(app, "SELECT * FROM teams")
     assert (team["formed_by"], team["live_type"]) == ("traits", "mixed")

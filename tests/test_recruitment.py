@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from web_support import DEMO, make_app, msg, page_socket
 
+from study.web.console import balance
+
 COMPLETE = "https://app.prolific.com/submissions/complete?cc=C0MPL3TE"
 RETURN = "https://app.prolific.com/submissions/complete?cc=RETURNED"
 PASSWORD = "let-me-in"
@@ -121,6 +123,23 @@ def test_page_loads_and_declined_consents_do_not_steer_the_balance(tmp_path, tea
         orders.append(tuple(json.loads(participants_by_code(app)[code]["condition_order"])))
     assert sorted(set(orders)) == [("efficient", "fair"), ("fair", "efficient")]
     assert orders.count(("efficient", "fair")) == orders.count(("fair", "efficient")) == 5
+
+
+def test_a_person_dropped_from_a_team_seat_frees_their_order(tmp_path, teammates, clock):
+    app = make_app(tmp_path, teammates, clock,
+                   protocol=recruitment_protocol(tmp_path / "open.toml", open_enrolment=True))
+    codes = [code_of(app.test_client().get(f"/start?PROLIFIC_PID=member-{n}")) for n in range(2)]
+    for code in codes:
+        consent(app, code)
+    storage = app.extensions["study"].storage
+    candidates = [["efficient", "fair"], ["fair", "efficient"]]
+    assert balance.order_counts(storage, candidates) == [1, 1]
+    dropped = participants_by_code(app)[codes[0]]
+    with storage.event():
+        storage.update("participants", dropped["id"], {"step": "dropped"})
+    counts = balance.order_counts(storage, candidates)
+    assert sum(counts) == 1
+    assert counts[candidates.index(json.loads(dropped["condition_order"]))] == 0
 
 
 def participants_by_code(app: Any) -> dict[str, dict[str, Any]]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-# Participants in these steps will never contribute data to their order.
-LOST_STEPS = ("declined", "withdrawn", "unmatched")
+# Participants in these steps will never contribute data to their order (a person dropped
+# from a real team's seat for being away or late plays no more rounds).
+LOST_STEPS = ("declined", "withdrawn", "unmatched", "dropped")
 # Console statuses (see study.web.console.views) that take a participant out of the study.
 LOST_STATUSES = ("aborted",)
 

@@ -137,13 +137,14 @@ class Rounds:
             "finished_at": now, "seconds": now - row["started_at"], "content": to_json(content),
             "msg_id": payload["msg_id"]})
         self.storage.update("rounds", round_id, {"participant_cookies": count})
-        self.tell_team(row)
+        self.tell_team(row, count, 0)
 
-    def tell_team(self, row: dict[str, Any]) -> None:
-        """A team member's station changed: push it to the others (``station``)."""
+    def tell_team(self, row: dict[str, Any], cookies: int, placed: int) -> None:
+        """A team member's station changed (``cookies`` finished, ``placed`` elements on
+        the next): push it to the others (``station``)."""
         if row["team_round_id"] is None or self.teams.play is None:
             return
-        codes, station = self.teams.play.station_push(row)
+        codes, station = self.teams.play.station_push(row, cookies, placed)
         self.pushes.extend((code, "station", station) for code in codes)
 
     # --- the clock ----------------------------------------------------------------------

@@ -125,7 +125,7 @@ class PartialCookies:
     protocol: Protocol
     storage: Storage
     _running_round_of: Callable[..., tuple[dict[str, Any], Any]]  # from ``playing.Rounds``
-    tell_team: Callable[[dict[str, Any]], None]  # from ``playing.Rounds``
+    tell_team: Callable[[dict[str, Any], int, int], None]  # from ``playing.Rounds``
 
     def _progress(self, participant: dict[str, Any], payload: dict[str, Any],
                   now: float) -> None:
@@ -138,4 +138,4 @@ class PartialCookies:
             "cookie": row["participant_cookies"] + 1, "at": now, "placed": placed.placed,
             "correct": placed.correct, "fraction": placed.fraction,
             "msg_id": payload["msg_id"]})
-        self.tell_team(row)
+        self.tell_team(row, row["participant_cookies"], placed.placed)

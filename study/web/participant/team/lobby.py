@@ -7,17 +7,24 @@ nobody is placed after their own time-out (docs/teams.md).
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
+from study.pool.names import TEAM_TYPES
+from study.pool.teamtypes import team_type_codes
 from study.protocol import Protocol, TeamDesign
 from study.storage import Storage
 from study.web.participant.rejections import Rejected
-from study.web.participant.team.agents import fill_with_agents, live_type
+from study.web.participant.team.agents import fill_with_agents
 from study.web.participant.team.founding import Founding, Person
+
+# Groups typed at once when forming by traits: a thousand waiting people make half a
+# million pairs, typed in blocks this size rather than one by one.
+TYPED_BLOCK = 50_000
 
 
 class Lobby:
@@ -31,6 +38,7 @@ class Lobby:
         self.founding = founding
         self.advance = advance
         self.pool = pool
+        self._ungrouped: tuple[tuple[int, float], ...] | None = None  # waiting, no team
 
     def enter(self, participant_id: int, now: float) -> None:
         """A person whose practice ended (and who is measured) starts waiting."""
@@ -64,11 +72,12 @@ class Lobby:
         returns the participants whose page changed."""
         changed: set[int] = set()
         waiting = self.waiting()
-        for group in self._groups(waiting):
+        person = functools.cache(self.founding.person)  # measured once per look
+        for group in self._groups(waiting, person):
             if self.design.persons < self.design.humans:  # the protocol's own agent seats
                 self._with_agents(group, self.design.formation, now, changed)
                 continue
-            self.founding.found([self._person(row) for row in group], None,
+            self.founding.found([person(row["participant_id"]) for row in group], None,
                                 self.design.formation, now)
             changed |= {row["participant_id"] for row in group}
         waiting = [row for row in waiting if row["participant_id"] not in changed]
@@ -112,25 +121,39 @@ class Lobby:
 
     # --- forming ------------------------------------------------------------------------
 
-    def _groups(self, waiting: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    def _groups(self, waiting: list[dict[str, Any]],
+                person: Callable[[int], Person]) -> list[list[dict[str, Any]]]:
         """Disjoint groups of waiting people that make a team, earliest arrivals first."""
         size = self.design.persons
         if self.design.formation == "arrival":
             return [waiting[i:i + size] for i in range(0, len(waiting) - size + 1, size)]
-        groups, taken = [], set()
-        for group in itertools.combinations(waiting, size):
-            ids = {row["participant_id"] for row in group}
-            if ids & taken or not self._of_type([self._person(row) for row in group]):
-                continue
-            groups.append(list(group))
-            taken |= ids
+        # By traits every group of people is typed; the same people found none last time.
+        key = tuple((row["id"], row["entered_at"]) for row in waiting)
+        if key == self._ungrouped:
+            return []
+        people = [person(row["participant_id"]) for row in waiting]
+        c, p = np.array([x.c for x in people]), np.array([x.p for x in people])
+        groups: list[list[dict[str, Any]]] = []
+        taken: set[int] = set()
+        for combination in self._typed(c, p, size):
+            if taken.isdisjoint(combination):
+                groups.append([waiting[k] for k in combination])
+                taken.update(combination)
+        self._ungrouped = None if groups else key
         return groups
 
-    def _of_type(self, people: list[Person]) -> bool:
-        """Whether these people alone fill the team with a live type the design names."""
-        c = np.array([person.c for person in people])
-        p = np.array([person.p for person in people])
-        return live_type(c, p) in self.design.team_types
+    def _typed(self, c: np.ndarray, p: np.ndarray,
+               size: int) -> Iterator[tuple[int, ...]]:
+        """The combinations of ``size`` people (by index, in order) whose team alone has a
+        live type the design names; typed a block at a time, as ``live_type`` would."""
+        combinations = itertools.combinations(range(len(c)), size)
+        wanted = [TEAM_TYPES.index(name) for name in self.design.team_types]
+        while block := list(itertools.islice(combinations, TYPED_BLOCK)):
+            index = np.array(block)
+            for combination, code in zip(block, team_type_codes(c[index], p[index]),
+                                         strict=True):
+                if code in wanted:
+                    yield combination
 
     def _time_out(self, row: dict[str, Any], waiting: list[dict[str, Any]], formed_by: str,
                   now: float, changed: set[int]) -> None:

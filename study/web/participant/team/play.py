@@ -59,13 +59,14 @@ class TeamPlay:
 
     def tick(self, now: float) -> set[int]:
         """Bring every team up to ``now``; returns the participants whose page changed.
-        Runs every second while teams play: who is online is read once, and only the
-        teams with a round due, a round to start or a session to open are looked at."""
+        Runs at every deadline and at least once a second while teams play, inside the
+        write transaction every message waits for: so SQL picks the seats whose presence
+        changed and the teams with something to start, and only those are looked at."""
         changed = self._presence(now)
         for due in self.storage.all("SELECT * FROM team_rounds WHERE closed_at IS NULL AND "
                                     "deadline <= ? ORDER BY deadline", (now,)):
             changed |= self._close(due, now)
-        for team in self._active():
+        for team in self._startable(now):
             changed |= self._start_due(team, now)
         return changed
 
@@ -77,9 +78,18 @@ class TeamPlay:
     def active(self) -> bool:
         return self.storage.one("SELECT 1 FROM teams WHERE finished_at IS NULL") is not None
 
-    def _active(self) -> list[dict[str, Any]]:
-        return self.storage.all("SELECT * FROM teams WHERE finished_at IS NULL AND "
-                                "protocol = ? ORDER BY id", (self.protocol.name,))
+    def _startable(self, now: float) -> list[dict[str, Any]]:
+        """The teams with a round due, or between sessions with a member at the next
+        session's step (the others are at no start yet)."""
+        return self.storage.all(
+            "SELECT * FROM teams t WHERE t.finished_at IS NULL AND t.protocol = ? AND "
+            "(t.next_round_at <= ? OR (t.next_round_at IS NULL AND t.session < ? AND "
+            "NOT EXISTS (SELECT 1 FROM team_rounds r WHERE r.team_id = t.id AND "
+            "r.closed_at IS NULL) AND EXISTS (SELECT 1 FROM seats s JOIN steps st "
+            "ON st.participant_id = s.participant_id WHERE s.team_id = t.id AND "
+            "s.kind = 'person' AND s.dropped_at IS NULL AND "
+            "st.step = 'session-' || (t.session + 1)))) ORDER BY t.id",
+            (self.protocol.name, now, SESSIONS))
 
     def _team(self, team_id: int) -> dict[str, Any]:
         return self.storage.one("SELECT * FROM teams WHERE id = ?", (team_id,))  # type: ignore[return-value]
@@ -98,23 +108,24 @@ class TeamPlay:
     # --- presence and drops -------------------------------------------------------------
 
     def _presence(self, now: float) -> set[int]:
-        """Mark who has no open page since when; drop whoever is away past the grace."""
+        """Mark who has no open page since when; drop whoever is away past the grace.
+        Only the seats whose state changes come back from the query."""
         changed: set[int] = set()
-        online_codes = {row["code"] for row in self.storage.all(
-            "SELECT DISTINCT code FROM connections")}
+        steps = ", ".join("?" * len(PLAYING_STEPS))
         for seat in self.storage.all(
-                "SELECT s.*, p.code, p.step FROM seats s JOIN teams t ON t.id = s.team_id "
-                "JOIN participants p ON p.id = s.participant_id WHERE t.finished_at IS NULL "
-                "AND t.protocol = ? AND s.kind = 'person' AND s.dropped_at IS NULL",
-                (self.protocol.name,)):
-            if seat["step"] not in PLAYING_STEPS:
-                continue
-            online = seat["code"] in online_codes
-            if online and seat["away_since"] is not None:
+                "SELECT * FROM (SELECT s.id, s.participant_id, s.away_since, EXISTS "
+                "(SELECT 1 FROM connections c WHERE c.code = p.code) AS online FROM seats s "
+                "JOIN teams t ON t.id = s.team_id JOIN participants p "
+                "ON p.id = s.participant_id WHERE t.finished_at IS NULL AND t.protocol = ? "
+                f"AND s.kind = 'person' AND s.dropped_at IS NULL AND p.step IN ({steps})) "
+                "WHERE (online AND away_since IS NOT NULL) OR (NOT online AND "
+                "(away_since IS NULL OR ? - away_since > ?))",
+                (self.protocol.name, *PLAYING_STEPS, now, self.design.grace_seconds)):
+            if seat["online"]:
                 self.storage.update("seats", seat["id"], {"away_since": None})
-            elif not online and seat["away_since"] is None:
+            elif seat["away_since"] is None:
                 self.storage.update("seats", seat["id"], {"away_since": now})
-            elif not online and now - seat["away_since"] > self.design.grace_seconds:
+            else:
                 changed |= self.drop(seat["participant_id"], "away", now)
         return changed
 
@@ -360,16 +371,19 @@ class TeamPlay:
         return {**work, "cookies": row["participant_cookies"],
                 "placed": latest["placed"] if latest else 0}
 
-    def station_push(self, row: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
-        """After a person's cookie or placed element: whom to tell, and what."""
-        team_round = self.storage.one("SELECT * FROM team_rounds WHERE id = ?",
-                                      (row["team_round_id"],))
-        seat = self.storage.one("SELECT seat FROM seats WHERE participant_id = ? AND "
-                                "team_id = ?", (row["participant_id"], team_round["team_id"]))  # type: ignore[index]
-        fresh = self.storage.one("SELECT * FROM rounds WHERE id = ?", (row["id"],))
-        work = self._work(fresh, row["task_type"])
-        others = [s["code"] for s in self._present(team_round["team_id"])  # type: ignore[index]
-                  if s["participant_id"] != row["participant_id"]]
-        return others, {"team_round": row["team_round_id"], "seat": seat["seat"],  # type: ignore[index]
-                        "cookies": work["cookies"], "placed": work["placed"],
-                        "elements": work["elements"]}
+    def station_push(self, row: dict[str, Any], cookies: int,
+                     placed: int) -> tuple[list[str], dict[str, Any]]:
+        """After a person's cookie or placed element (``cookies`` finished, ``placed``
+        elements on the current one): whom to tell, and what. One query: it runs inside
+        the write transaction of most messages."""
+        seats = self.storage.all(
+            "SELECT s.seat, s.kind, s.participant_id, s.dropped_at, p.code FROM team_rounds r "
+            "JOIN seats s ON s.team_id = r.team_id LEFT JOIN participants p "
+            "ON p.id = s.participant_id WHERE r.id = ?", (row["team_round_id"],))
+        own = next(s["seat"] for s in seats if s["participant_id"] == row["participant_id"])
+        others = [s["code"] for s in seats if s["kind"] == "person" and s["dropped_at"] is None
+                  and s["code"] is not None and s["participant_id"] != row["participant_id"]]
+        return others, {"team_round": row["team_round_id"], "seat": own, "cookies": cookies,
+                        "placed": placed,
+                        "elements": cookie_elements(self.protocol, row["task_type"],
+                                                    row["theme"])}
