@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import multiprocessing
 from pathlib import Path
+from types import SimpleNamespace
 
 from study.storage import Storage
+from study.web.participant import sockets
 from study.web.serving.processes import LEASE_SECONDS, Processes
 
 
@@ -84,3 +86,33 @@ def test_two_writer_processes_wait_their_turn_and_lose_no_update(tmp_path):
         writer.join(timeout=300)
     assert [w.exitcode for w in writers] == [0, 0]
     assert storage.one("SELECT value FROM counter WHERE id = 1")["value"] == 600
+
+
+class RecordingSocketIO:
+    """What the notifier hands Flask-SocketIO: the rooms with a connection on this process,
+    and every emit with whether it skips the message queue."""
+
+    def __init__(self, local_rooms: set[str]) -> None:
+        self.server = SimpleNamespace(manager=SimpleNamespace(
+            rooms={"/": {room: {"sid": "eio"} for room in local_rooms}}))
+        self.emits: list[tuple[str, bool]] = []
+
+    def emit(self, event: str, payload: dict, to: str, ignore_queue: bool = False) -> None:
+        self.emits.append((to, ignore_queue))
+
+
+def test_a_push_skips_the_queue_only_for_a_participant_connected_here_alone(tmp_path):
+    storage, clock = Storage(tmp_path / "study.sqlite"), Clock()
+    here, other = Processes(storage, clock), Processes(storage, clock)
+    here.connected("sid-a", "alone-here")
+    here.connected("sid-b", "two-tabs")
+    other.connected("sid-c", "two-tabs")
+    other.connected("sid-d", "elsewhere")
+    socketio = RecordingSocketIO({"alone-here", "two-tabs"})
+    notify = sockets.notifier(socketio, here, shared=True)
+    for code in ("alone-here", "two-tabs", "elsewhere"):
+        notify(code, "station", {})
+    assert socketio.emits == [("alone-here", True), ("two-tabs", False), ("elsewhere", False)]
+    one_process = RecordingSocketIO({"alone-here"})
+    sockets.notifier(one_process, here, shared=False)("alone-here", "station", {})
+    assert one_process.emits == [("alone-here", False)]

@@ -67,12 +67,12 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
     # With the clock running, a team is formed off the scheduler's thread; without it
     # (tests drive ``tick`` by hand) at once, so what follows a tick is deterministic.
     background = socketio.start_background_task if app.config["SCHEDULER"] else None
+    processes = Processes(storage, clock)
     journey = Journey(protocol, storage, teammates, clock,
-                      lambda code, event, payload: socketio.emit(event, payload, to=code),
+                      sockets.notifier(socketio, processes, bool(config.get("MESSAGE_QUEUE"))),
                       **({"background": background} if background else {}))
     if config.get("MESSAGE_QUEUE"):  # message rate limits hold across the processes
         journey.admission.share(config["MESSAGE_QUEUE"], f"study-{protocol.name}:rate")
-    processes = Processes(storage, clock)
     app.extensions["study"] = journey
     app.extensions["processes"] = processes
     app.extensions["connections"] = sockets.register(socketio, journey, processes)

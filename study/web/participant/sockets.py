@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from flask import request
@@ -90,6 +91,22 @@ class Connections:
 
 def refusal(reason: str, detail: str) -> dict[str, Any]:
     return {"ok": False, "error": "rejected", "reason": reason, "detail": detail}
+
+
+def notifier(socketio: SocketIO, processes: Processes,
+             shared: bool) -> Callable[[str, str, dict[str, Any]], None]:
+    """How the journey's pushes go out: to the participant's room, through the message queue
+    when several processes share the study. A participant whose every connection is on
+    this process is told here directly: a teammate's placed element is most pushes, and the
+    queue would send each one to every process to be decoded and mostly dropped."""
+    if not shared:
+        return lambda code, event, payload: socketio.emit(event, payload, to=code)
+
+    def notify(code: str, event: str, payload: dict[str, Any]) -> None:
+        here = code in socketio.server.manager.rooms.get("/", {})
+        only_here = here and not processes.connected_elsewhere(code)
+        socketio.emit(event, payload, to=code, ignore_queue=only_here)
+    return notify
 
 
 def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Connections:

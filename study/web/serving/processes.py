@@ -92,6 +92,12 @@ class Processes:
         with self.storage.event() as db:
             db.execute("DELETE FROM connections WHERE sid = ?", (sid,))
 
+    def connected_elsewhere(self, code: str) -> bool:
+        """Whether another process (alive or not yet forgotten) holds a connection of
+        ``code``: a push for it must then go through the message queue."""
+        return self.storage.one("SELECT 1 FROM connections WHERE code = ? AND process != ?",
+                                (code, self.id)) is not None
+
     def connection_counts(self) -> Counter[str]:
         """Live connections per participant code, over every live process."""
         rows = self.storage.all(
