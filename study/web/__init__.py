@@ -35,7 +35,7 @@ from study.web.participant.admission import MAX_TRANSPORT_BYTES
 from study.web.participant.inputs import PacketJSON
 from study.web.participant.journey import Journey
 from study.web.participant.teammate import PoolTeammates
-from study.web.serving import security, unavailable
+from study.web.serving import queue, security, unavailable
 from study.web.serving.app_class import StudyFlask
 from study.web.serving.processes import Processes
 from study.web.serving.scheduler import Scheduler
@@ -60,9 +60,11 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
         teammates.prepare()
     # A connection's events are handled in its own reader, one after the other: a tab's
     # messages are applied in the order sent, with no task started per message.
+    shared = ({"client_manager": queue.manager(config["MESSAGE_QUEUE"])}
+              if config.get("MESSAGE_QUEUE") else {})
     socketio = SocketIO(app, async_mode=config.get("ASYNC_MODE", "threading"),
-                        message_queue=config.get("MESSAGE_QUEUE"), async_handlers=False,
-                        max_http_buffer_size=MAX_TRANSPORT_BYTES, json=PacketJSON)
+                        async_handlers=False, max_http_buffer_size=MAX_TRANSPORT_BYTES,
+                        json=PacketJSON, **shared)
     clock = config.get("CLOCK", time.time)
     # With the clock running, a team is formed off the scheduler's thread; without it
     # (tests drive ``tick`` by hand) at once, so what follows a tick is deterministic.
@@ -73,6 +75,7 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
                       **({"background": background} if background else {}))
     if config.get("MESSAGE_QUEUE"):  # message rate limits hold across the processes
         journey.admission.share(config["MESSAGE_QUEUE"], f"study-{protocol.name}:rate")
+        queue.show_queue_errors()
     app.extensions["study"] = journey
     app.extensions["processes"] = processes
     app.extensions["connections"] = sockets.register(socketio, journey, processes)
