@@ -25,6 +25,7 @@ import redis
 
 from study.web.console.holds import check_hold
 from study.web.participant.rejections import Rejected
+from study.web.serving.queue import POOL_CONNECTIONS
 
 MAX_TRANSPORT_BYTES = 64 * 1024  # Engine.IO packet limit (connection closed above it)
 MAX_PAYLOAD_BYTES = 8 * 1024  # a questionnaire with long open answers fits comfortably
@@ -133,16 +134,23 @@ class Admission:
         """Keep the participants' buckets in the Redis at ``url`` (the processes' message
         queue), under keys starting with ``prefix``."""
         client = redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT_SECONDS,
-                                      socket_connect_timeout=REDIS_TIMEOUT_SECONDS)
+                                      socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+                                      max_connections=POOL_CONNECTIONS)
         self.limiter = SharedRateLimiter(client, f"{prefix}:messages", self.limiter)
         self.progress_limiter = SharedRateLimiter(client, f"{prefix}:progress",
                                                   self.progress_limiter)
 
-    def check(self, participant: dict[str, Any], event: str, payload: Any) -> None:
+    def admit(self, participant: dict[str, Any], event: str, payload: Any) -> None:
+        """Size and rate, before the message's write transaction: with several processes
+        the rate asks Redis, and no process should wait on that while holding the
+        database's one write lock."""
         if payload_size(payload) > MAX_PAYLOAD_BYTES:
             raise Rejected("too-large", f"payloads are limited to {MAX_PAYLOAD_BYTES} bytes")
         limiter = self.progress_limiter if event == "progress" else self.limiter
         if not limiter.allow(participant["code"]):
             raise Rejected("rate-limited", f"more than {limiter.burst} messages at once or "
                                            f"{limiter.rate:g} per second")
+
+    def check(self, participant: dict[str, Any], event: str) -> None:
+        """Inside the write transaction: the experimenter's holds, as they are now."""
         check_hold(self.storage, participant, event)

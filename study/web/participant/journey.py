@@ -233,18 +233,22 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
     def handle(self, event: str, code: str | None, payload: Any) -> dict[str, Any]:
         """Check and apply one client message; the reply is the ack of the socket protocol.
 
-        The participant's row is read, the message checked and its effect written in one
-        write transaction: participants never wait for each other beyond SQLite's single
-        writer, and two tabs or processes acting for one participant are applied one after
-        the other. Whatever goes wrong inside is a logged refusal with an ack."""
+        Size and rate are checked first (the rate may ask Redis). Then the participant's
+        row is read, the message checked and its effect written in one write transaction:
+        participants never wait for each other beyond SQLite's single writer, and two tabs
+        or processes acting for one participant are applied one after the other. Whatever
+        goes wrong inside is a logged refusal with an ack."""
         participant: dict[str, Any] | None = None
         msg_id = payload.get("msg_id") if isinstance(payload, dict) else None
         try:
+            participant = self.storage.participant(code) if code else None
+            if participant is not None:
+                self.admission.admit(participant, event, payload)  # size and rate
             with self.storage.event():
                 participant = self.storage.participant(code) if code else None
                 if participant is None:
                     raise Rejected("not-joined", "send join with a participant code first")
-                self.admission.check(participant, event, payload)  # size, rate, holds
+                self.admission.check(participant, event)  # holds
                 msg_id = self._check_message(participant, payload)
                 now = self.clock()
                 self.storage.insert("messages", {"participant_id": participant["id"],

@@ -21,8 +21,8 @@ import socketio
 
 QUEUE_LOGGER = "socketio.server"
 CHANNEL = "flask-socketio"  # Flask-SocketIO's own, so every process listens on one
-# Connections one process may hold to Redis: as many as publishes can wait at once (one
-# per greenlet; Redis itself takes 10,000 clients).
+# Connections one process may hold to Redis, for pushes and for the shared message rates:
+# as many as greenlets can wait on it at once (Redis itself takes 10,000 clients).
 POOL_CONNECTIONS = 4096
 
 
