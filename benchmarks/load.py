@@ -34,7 +34,7 @@ is also given over the first's. Real teams of three against agent teammates (the
 and practice take about 200 s before the window opens; docs/teams.md)::
 
     python -m benchmarks.load --protocol protocols/demo.toml protocols/teams3.toml \
-        --workers 1,2 --participants 1000 --fast-workers '' --durability full --settle 200
+        --workers 1,2 --participants 1000 --fast-workers '' --durability normal --settle 200
 """
 
 from __future__ import annotations
