@@ -298,6 +298,10 @@ CODEBOOK: tuple[Table, ...] = (
                allowed=">= 0"),
         Column("fraction", "REAL", "correct / elements of the target", allowed="0..1"),
         Column("msg_id", "TEXT", "the client's message id", allowed="8-64 of [A-Za-z0-9_-]"),
+        Column("content", "TEXT (JSON)", "the elements on the cookie, as sent (a page opened "
+               "again mid-round redraws the latest)",
+               allowed="letters string in order, or JSON list of filled box indices; empty "
+                       "in rows stored before it was kept"),
     )),
     Table("lobby", "one person's wait after practice for a real team (docs/teams.md)", (
         _id(), _fk("participant_id", "participants"),

@@ -86,7 +86,7 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         [["round_id", "actor", "number"]]),
     "progress": (
         {"id": INT, "round_id": INT, "participant_id": INT, "cookie": INT, "at": REAL,
-         "placed": INT, "correct": INT, "fraction": REAL, "msg_id": TEXT},
+         "placed": INT, "correct": INT, "fraction": REAL, "msg_id": TEXT, "content": TEXT},
         {"round_id", "participant_id", "cookie", "at", "placed", "correct", "fraction"},
         [("round_id", "rounds"), ("participant_id", "participants")], []),
     "answers": (

@@ -17,7 +17,7 @@ from typing import Any
 
 from study.cookies import target
 from study.protocol import Protocol
-from study.storage import Storage
+from study.storage import Storage, to_json
 from study.web.console.holds import held_intervals
 from study.web.participant.rejections import Rejected
 
@@ -129,7 +129,8 @@ class PartialCookies:
 
     def _progress(self, participant: dict[str, Any], payload: dict[str, Any],
                   now: float) -> None:
-        """Store one placed element: the cookie as now decorated, checked on the server."""
+        """Store one placed element: the cookie as now decorated, checked on the server,
+        with its elements, so a page opened again redraws the unfinished cookie."""
         row, content = self._running_round_of(participant, payload, now, "progress")
         round_id = row["id"]
         placed = placement(target(self.protocol, row["task_type"], row["theme"]), content)
@@ -137,5 +138,5 @@ class PartialCookies:
             "round_id": round_id, "participant_id": participant["id"],
             "cookie": row["participant_cookies"] + 1, "at": now, "placed": placed.placed,
             "correct": placed.correct, "fraction": placed.fraction,
-            "msg_id": payload["msg_id"]})
+            "msg_id": payload["msg_id"], "content": to_json(content)})
         self.tell_team(row, row["participant_cookies"], placed.placed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -98,12 +99,24 @@ class PageState:
                                                      self.clock()))
         return state
 
+    def _on_cookie(self, row: dict[str, Any]) -> Any:
+        """The elements on the participant's unfinished cookie, as last stored (letters in
+        order, or filled boxes): a page opened again mid-round redraws them, so a refresh
+        loses nothing that reached the server."""
+        latest = self.storage.one(
+            "SELECT content FROM progress WHERE round_id = ? AND cookie = ? "
+            "ORDER BY id DESC LIMIT 1", (row["id"], row["participant_cookies"] + 1))
+        empty: Any = "" if TASK_NAMES[row["task_type"]] == "letters" else []
+        if latest is None or latest["content"] is None:  # nothing placed, or stored before
+            return empty                                   # the elements were kept
+        return json.loads(latest["content"])
+
     def _running_round(self, row: dict[str, Any], session: dict[str, Any]) -> dict[str, Any]:
         state = {"id": row["id"], "number": row["number"], "started_at": row["started_at"],
                  "deadline": row["deadline"], "task_type": row["task_type"],
                  "task_name": row["task_name"], "cookies": row["participant_cookies"],
                  "target": target(self.protocol, row["task_type"], row["theme"]),
-                 "teammate": None}
+                 "on_cookie": self._on_cookie(row), "teammate": None}
         if row["teammate_task_type"] is not None:
             now = self.clock()
             times = self._schedule({**row, "session_number": session["number"]})
