@@ -363,7 +363,8 @@ CODEBOOK: tuple[Table, ...] = (
         _at("deadline", "when it closes"),
         Column("seconds", "REAL", "round duration", units="s"),
         _at("closed_at", "when it was closed"),
-        Column("close_reason", "TEXT", "how", allowed="deadline, or empty (running)"),
+        Column("close_reason", "TEXT", "how, as its people's rounds (rounds.close_reason)",
+               allowed="deadline, late, recovery, or empty (running)"),
     )),
     Table("team_allocations", "the kit the robot gave one seat in one team round", (
         _id(), _fk("team_round_id", "team_rounds"), _fk("team_id", "teams"),

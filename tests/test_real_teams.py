@@ -273,6 +273,29 @@ def test_a_closed_page_past_the_grace_hands_the_seat_to_an_agent(tmp_path, teamm
     assert ada.state()["step"] == "questionnaire-1"
 
 
+def test_a_team_round_closed_across_a_restart_records_recovery_like_its_peoples_rounds(
+        tmp_path, teammates):
+    app, clock, ada, bo = two_in_session(tmp_path, teammates)
+    first = running(ada)
+    clock.now = first["deadline"] + 30  # the server was down across the round's deadline
+    make_app(tmp_path, teammates, clock, app.config["PROTOCOL"])  # the restart recovers
+    (team_round,) = rows(app, "SELECT close_reason FROM team_rounds")
+    people = rows(app, "SELECT close_reason FROM rounds WHERE team_round_id IS NOT NULL")
+    assert team_round["close_reason"] == "recovery"
+    assert [row["close_reason"] for row in people] == ["recovery", "recovery"]
+
+
+def test_a_team_round_the_scheduler_closes_late_is_late_like_its_peoples_rounds(
+        tmp_path, teammates):
+    app, clock, ada, bo = two_in_session(tmp_path, teammates)
+    clock.now = running(ada)["deadline"] + 20  # the database could not be written meanwhile
+    journey(app).tick(clock.now)
+    reasons = {row["close_reason"] for row in rows(app, "SELECT close_reason FROM rounds "
+                                                         "WHERE team_round_id IS NOT NULL")}
+    assert reasons == {"late"}
+    assert rows(app, "SELECT close_reason FROM team_rounds") == [{"close_reason": "late"}]
+
+
 def test_a_withdrawal_deletes_the_persons_rows_and_keeps_the_teams(tmp_path, teammates):
     app, clock, ada, bo = two_in_session(tmp_path, teammates)
     play_round(app, clock, [ada, bo])

@@ -31,7 +31,7 @@ from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol import load_protocol
 from study.storage import Storage
 from study.storage_health import StorageHealth, StorageUnavailable
-from study.web.participant.playing import LATE_SECONDS
+from study.web.participant.rounds import LATE_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG = 120.0  # seconds: only catches a hang

@@ -26,9 +26,6 @@ from study.web.participant.team import Teams
 from study.web.participant.teammate import policy_of
 
 log = logging.getLogger(__name__)
-# A round the scheduler closes later than this after its deadline is closed ``late`` (the
-# database could not be written, e.g. a full disk): longer than a lease takeover (2 s) takes.
-LATE_SECONDS = 5.0
 
 
 class Rounds:
@@ -176,7 +173,7 @@ class Rounds:
             closed = [row for row in overdue
                       if self._close_or_log(row, now, reason, alive_until)]
         with self.storage.event():  # the teams' timers, presence and rounds, at the same now
-            changed = self.teams.tick(now)
+            changed = self.teams.tick(now, reason)
         for row in closed:
             self.schedules.pop(row["id"], None)
             changed.add(row["participant_id"])
@@ -240,12 +237,11 @@ class Rounds:
         """Close one round, only if it is still open (another process may have closed it);
         the teammate's cookies and the session's end go with it. Its state is pushed and
         the teammate chosen after practice once the tick has committed (``tick``). A round
-        the scheduler closes more than ``LATE_SECONDS`` after its deadline is ``late``; every
-        round keeps how late it closed (``close_delay``)."""
+        the scheduler closes more than ``rounds.LATE_SECONDS`` after its deadline is
+        ``late``; every round keeps how late it closed (``close_delay``)."""
         cut = alive_until is not None and alive_until < row["deadline"]
         delay = max(0.0, now - row["deadline"])
-        if reason == "deadline" and delay > LATE_SECONDS:
-            reason = "late"
+        reason = rounds.close_reason(reason, delay)
         with self.storage.event():
             still_open = self.storage.one("SELECT closed_at FROM rounds WHERE id = ?",
                                           (row["id"],))

@@ -16,6 +16,17 @@ from study.decorator import Decorator, round_rng
 from study.protocol import Protocol
 from study.solver import Policy
 
+# A round the scheduler closes later than this after its deadline is closed ``late`` (the
+# database could not be written, e.g. a full disk): longer than a lease takeover (2 s) takes.
+LATE_SECONDS = 5.0
+
+
+def close_reason(reason: str, delay: float) -> str:
+    """What a closed round records: ``recovery`` at a server's start, else ``deadline``, or
+    ``late`` when the scheduler closed it ``delay`` s past its deadline. One rule for a
+    person's rounds and their team's, so the two never disagree."""
+    return "late" if reason == "deadline" and delay > LATE_SECONDS else reason
+
 
 def themes_of(protocol: Protocol, participant: dict[str, Any]) -> tuple[str, ...]:
     """The participant's theme per cookie type, as assigned after the ratings."""

@@ -45,11 +45,12 @@ class Teams:
         self.lobby.enter(participant_id, now)
         return self.lobby.form(now) | {participant_id}
 
-    def tick(self, now: float) -> set[int]:
-        """Timers, presence, round starts and ends, in the caller's transaction."""
+    def tick(self, now: float, reason: str = "deadline") -> set[int]:
+        """Timers, presence, round starts and ends, in the caller's transaction; ``reason``
+        is the rounds' close reason (``recovery`` at a server's start)."""
         if self.lobby is None or self.play is None:
             return set()
-        return self.lobby.form(now) | self.play.tick(now)
+        return self.lobby.form(now) | self.play.tick(now, reason)
 
     def next_due(self, now: float) -> float | None:
         """When the teams next need the clock: a timer, a round start, or the watch."""

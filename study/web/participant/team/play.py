@@ -57,15 +57,16 @@ class TeamPlay:
 
     # --- the clock ----------------------------------------------------------------------
 
-    def tick(self, now: float) -> set[int]:
+    def tick(self, now: float, reason: str = "deadline") -> set[int]:
         """Bring every team up to ``now``; returns the participants whose page changed.
         Runs at every deadline and at least once a second while teams play, inside the
         write transaction every message waits for: so SQL picks the seats whose presence
-        changed and the teams with something to start, and only those are looked at."""
+        changed and the teams with something to start, and only those are looked at.
+        ``reason`` is how overdue rounds close, as their people's rounds do."""
         changed = self._presence(now)
         for due in self.storage.all("SELECT * FROM team_rounds WHERE closed_at IS NULL AND "
                                     "deadline <= ? ORDER BY deadline", (now,)):
-            changed |= self._close(due, now)
+            changed |= self._close(due, now, reason)
         for team in self._startable(now):
             changed |= self._start_due(team, now)
         return changed
@@ -167,7 +168,7 @@ class TeamPlay:
 
     # --- rounds -------------------------------------------------------------------------
 
-    def _close(self, due: dict[str, Any], now: float) -> set[int]:
+    def _close(self, due: dict[str, Any], now: float, reason: str) -> set[int]:
         """Close a team round whose deadline passed: the agents' cookies, and when the
         next round starts (or that the session, or the team, is done)."""
         team = self._team(due["team_id"])
@@ -178,8 +179,9 @@ class TeamPlay:
         for seat in seats:
             if plays_agent(seat, due["session"], due["number"]):
                 self._agent_cookies(seat, due, allocated[seat["seat"]])
-        self.storage.update("team_rounds", due["id"], {"closed_at": now,
-                                                       "close_reason": "deadline"})
+        self.storage.update("team_rounds", due["id"], {
+            "closed_at": now,
+            "close_reason": rounds.close_reason(reason, max(0.0, now - due["deadline"]))})
         last_of_session = due["number"] >= self.protocol.rounds
         values: dict[str, Any] = {"next_round_at": None if last_of_session
                                   else now + self.design.break_seconds}
