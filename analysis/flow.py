@@ -6,8 +6,10 @@ withdrawn, aborted by the experimenter, no teammate found, dropped from a real t
 for being away or late, or left). A real team's lobby comes after practice, so waiting
 there proves the practice was done. The server records
 nothing until the consent page is answered, so a link that was opened but never answered
-counts as not opened. Withdrawal erases the step log, so a withdrawn participant is
-placed at the last stage their remaining consent fields prove.
+counts as not opened. Withdrawal erases the step log but keeps the furthest step it
+showed (``participants.withdrawn_from``), so a withdrawn participant is placed at the stage
+where they withdrew; a database from before that record places them at consented, the last
+stage a withdrawal proves.
 
 The analysis set then applies the protocol's declared exclusion rules (``design``) to the
 participants whose data remain, and keeps only sessions played to their last round: a
@@ -65,28 +67,32 @@ class AnalysisSet:
 
 
 def _furthest_step(connection: sqlite3.Connection) -> pd.DataFrame:
+    """Per participant the index in ``STEP_ORDER`` of the furthest step reached: from the
+    step log, the current step, and for a withdrawal the step kept when the log was
+    erased."""
+    withdrawn_from = ("withdrawn_from" if "withdrawn_from" in _columns(connection, "participants")
+                      else "NULL AS withdrawn_from")
     people = pd.read_sql_query(
-        "SELECT id AS participant_id, code, protocol, step, consent, data_consent "
-        "FROM participants", connection)
+        "SELECT id AS participant_id, code, protocol, step, consent, data_consent, "
+        f"{withdrawn_from} FROM participants", connection)
     steps = pd.read_sql_query("SELECT participant_id, step FROM steps", connection)
     index = {step: k for k, step in enumerate(STEP_ORDER)}
     steps["index"] = steps["step"].map(index)
     furthest = steps.groupby("participant_id")["index"].max()
     people["furthest"] = people["participant_id"].map(furthest)
-    people["furthest"] = np.fmax(people["furthest"].to_numpy(dtype=float),
-                                 people["step"].map(index).to_numpy(dtype=float))
-    return people
+    for known in (people["step"], people["withdrawn_from"]):
+        people["furthest"] = np.fmax(people["furthest"].to_numpy(dtype=float),
+                                     known.map(index).to_numpy(dtype=float))
+    return people.drop(columns="withdrawn_from")
 
 
 def _stage(row: pd.Series) -> str:
     """The last stage the participant is known to have reached."""
     furthest = row["furthest"]
-    if row["step"] == "withdrawn" and row["data_consent"] == "withdrawn":
-        return "session 2"  # withdrew at the debrief, after the last session
     reached = "links created"
     if row["consent"] is not None or (furthest == furthest and furthest > 0):
         reached = "opened"
-    if row["consent"] == "given":
+    if row["consent"] == "given" or row["step"] == "withdrawn":  # only consent can be withdrawn
         reached = "consented"
     for stage, step in STAGE_STEP.items():
         if furthest == furthest and furthest >= STEP_ORDER.index(step):

@@ -104,6 +104,10 @@ CODEBOOK: tuple[Table, ...] = (
                "[cookies] themes for everyone), by-rating (the theme rated higher on the "
                "protocol's preferred_on cookie), tied (equal ratings: the [cookies] themes)",
                allowed="fixed, by-rating, tied, empty before the ratings"),
+        Column("withdrawn_from", "TEXT", "the furthest step the participant had entered "
+               "when they withdrew, read from the step log before it was erased (the "
+               "report's flow places the withdrawal there)",
+               allowed="a step of `step` before withdrawn, or empty"),
     )),
     Table("steps", "one step reached by a participant (the journey's event log)", (
         _id(), _fk("participant_id", "participants"),

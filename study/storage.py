@@ -44,7 +44,7 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
          "condition_order": TEXT, "external_ids": TEXT, "consent": TEXT, "consent_at": REAL,
          "data_consent": TEXT, "finished_at": REAL, "withdrawn_at": REAL,
          "robots_identical": INT, "recruitment_id": TEXT, "origin": TEXT, "themes": TEXT,
-         "themes_rule": TEXT},
+         "themes_rule": TEXT, "withdrawn_from": TEXT},
         {"code", "protocol", "created_at", "step"}, [], [["code"]]),
     "steps": (
         {"id": INT, "participant_id": INT, "step": TEXT, "at": REAL},
@@ -633,7 +633,7 @@ class Storage:
         cleared = {"condition_order": None, "external_ids": None, "consent_at": None,
                    "finished_at": None, "withdrawn_at": None, "consent": None,
                    "data_consent": None, "robots_identical": None, "recruitment_id": None,
-                   "themes": None, "themes_rule": None}
+                   "themes": None, "themes_rule": None, "withdrawn_from": None}
         with self.event() as db:
             for table in self._tables_with_participant_rows():
                 db.execute(f"DELETE FROM {table} WHERE participant_id = ?", (participant_id,))

@@ -24,12 +24,15 @@ from test_web_journey import (
 )
 from web_support import FakeClock, make_app
 
+from analysis import flow
+from study.storage import Storage
+
 SECRET_ANSWER = "my cousin bakes for the Ravens, 7731"
 EXTERNAL_ID = "prolific-4417-xq"
 # What a withdrawn participant's row keeps: the code, how the link came about (console or
-# open enrolment), when it was made, and the withdrawal itself.
+# open enrolment), when it was made, and the withdrawal itself (when, and the furthest step).
 KEPT = {"id", "code", "protocol", "origin", "created_at", "step", "data_consent",
-        "withdrawn_at"}
+        "withdrawn_at", "withdrawn_from"}
 
 
 def assert_nothing_left(db_path: Path | str, code: str, texts: tuple[str, ...]) -> None:
@@ -174,3 +177,41 @@ def test_pause_and_resume_reach_the_open_page(app, clock):
     assert you.client.get_received()[-1]["args"][0]["hold"] == "aborted"
     assert you.send("withdraw", {})["ok"]  # withdrawing stays possible after an abort
     assert_nothing_left(journey(app).storage.path, "held-1", ())
+
+
+def test_the_report_flow_places_each_withdrawal_where_it_happened(app, clock):
+    in_practice = Browser(app, "left-in-practice")
+    through_preferences(in_practice)
+    in_practice.start(1)
+    assert in_practice.send("withdraw", {})["ok"]
+    in_session_1 = Browser(app, "left-in-session-1")
+    through_preferences(in_session_1)
+    play_practice(in_session_1, clock, app, cookies=1)
+    in_session_1.submit("teammate")
+    in_session_1.submit("intro-1")
+    in_session_1.start(1)
+    assert in_session_1.send("withdraw", {})["ok"]
+    in_session_2 = mid_second_session(app, clock, "left-in-session-2")
+    assert in_session_2.send("withdraw", {})["ok"]
+    stages = flow.participant_stages(journey(app).storage.path).set_index("code")
+    assert set(stages["outcome"]) == {"withdrawn"}
+    assert stages["stage"].to_dict() == {"left-in-practice": "consented",
+                                         "left-in-session-1": "session 1",
+                                         "left-in-session-2": "session 2"}
+    table = flow.flow_table(stages.reset_index()).set_index("stage")
+    assert table["withdrawn"].to_dict() == {
+        "links created": 0, "opened": 0, "consented": 1, "practised": 0, "session 1": 1,
+        "session 2": 1, "done": 0}
+    assert table.loc["session 2", "reached"] == 1  # not all three
+
+
+def test_a_withdrawal_from_a_database_before_the_record_counts_as_consented(tmp_path):
+    storage = Storage(tmp_path / "old.sqlite")
+    storage.db.execute("ALTER TABLE participants DROP COLUMN withdrawn_from")
+    storage.insert("participants", {"code": "old-leaver", "protocol": "study1",
+                                    "created_at": 1.0, "step": "withdrawn",
+                                    "data_consent": "withdrawn", "withdrawn_at": 2.0})
+    storage.close()
+    stages = flow.participant_stages(tmp_path / "old.sqlite").set_index("code")
+    assert (stages.loc["old-leaver", "stage"], stages.loc["old-leaver", "outcome"]) == (
+        "consented", "withdrawn")

@@ -147,10 +147,20 @@ class Steps:
             raise Rejected("out-of-order", "nothing to withdraw before consent")
         # the seat goes to an agent, the teammates are told; then the person's rows go
         others = self.teams.drop(participant["id"], "withdrawn", now) - {participant["id"]}
+        furthest = self._furthest_step(participant["id"])
         self.storage.erase_participant(participant["id"], {
-            "step": "withdrawn", "data_consent": "withdrawn", "withdrawn_at": now})
+            "step": "withdrawn", "data_consent": "withdrawn", "withdrawn_at": now,
+            "withdrawn_from": furthest})
         for code in self.teams.codes(others):
             self.pushes.append((code, "state", self.state(code)))
+
+    def _furthest_step(self, participant_id: int) -> str | None:
+        """The furthest journey step the step log shows the participant entered: kept when
+        the log is erased, so the report's flow places a withdrawal where it happened."""
+        entered = {row["step"] for row in self.storage.all(
+            "SELECT DISTINCT step FROM steps WHERE participant_id = ?", (participant_id,))}
+        reached = [step for step in STEPS if step in entered]
+        return reached[-1] if reached else None
 
     def announce(self, code: str) -> None:
         """Push the participant's page state (after a change made outside their page)."""
