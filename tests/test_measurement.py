@@ -279,10 +279,11 @@ class TwoMembers:
     def __init__(self, same: Member, different: Member) -> None:
         self.same, self.different = same, different
 
-    def nearest(self, c: np.ndarray, p: np.ndarray) -> Placed:
+    def nearest(self, c: np.ndarray, p: np.ndarray, preferred: int | None = None) -> Placed:
         return Placed(self.same, 0)
 
-    def candidates(self, c: np.ndarray, p: np.ndarray, rule: str) -> Iterator[Placed]:
+    def candidates(self, c: np.ndarray, p: np.ndarray, rule: str,
+                   preferred: int | None = None) -> Iterator[Placed]:
         yield from (Placed(self.same, 0), Placed(self.different, 1))
 
 
@@ -356,7 +357,8 @@ def test_robots_that_coincide_with_every_member_are_flagged_in_the_console(app, 
 class OffTarget(TwoMembers):
     """No member forms the target team; the protocol lets the participant continue."""
 
-    def candidates(self, c: np.ndarray, p: np.ndarray, rule: str) -> Iterator[Placed]:
+    def candidates(self, c: np.ndarray, p: np.ndarray, rule: str,
+                   preferred: int | None = None) -> Iterator[Placed]:
         if rule == "distinct":
             yield Placed(self.different, 1, "mixed-reversed", "other", False)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from study.model import first_argmax
 from study.pool.match import Match, MemberIndex, participant_vector
 from study.pool.names import TEAM_TYPES
 from study.pool.spec import PoolSpec, TeammateFilter
@@ -76,12 +77,18 @@ class LiveTeams:
 
 
 def classify(spec: PoolSpec, target: TeammateFilter, index: MemberIndex,
-             positions: np.ndarray, c: np.ndarray, p: np.ndarray) -> LiveTeams:
-    """Type, participant's role and target check of the live teams of ``positions``."""
+             positions: np.ndarray, c: np.ndarray, p: np.ndarray,
+             preferred: int | None = None) -> LiveTeams:
+    """Type, participant's role and target check of the live teams of ``positions``;
+    ``preferred``: the type a participant with tied preferences counts as preferring."""
     from study.pool.columns import fair_gaps
 
     live_c, live_p = live_coefficients(index, positions, c, p)
-    codes = team_type_codes(live_c, live_p, spec.most_capable_reading)
+    positive = positively_correlated(live_c, live_p)
+    if preferred is not None:
+        positive[np.arange(len(positions)), index.members[positions]] = positively(
+            c, p, preferred)
+    codes = team_type_codes(live_c, live_p, spec.most_capable_reading, positive)
     top = most_capable_human(live_c, spec.most_capable_reading) == index.members[positions]
     criteria = target.criteria
     if not len(positions):
@@ -97,9 +104,10 @@ def classify(spec: PoolSpec, target: TeammateFilter, index: MemberIndex,
 
 
 def candidate(spec: PoolSpec, target: TeammateFilter, index: MemberIndex, position: int,
-              distance: float, rank: int, c: np.ndarray, p: np.ndarray) -> Candidate:
+              distance: float, rank: int, c: np.ndarray, p: np.ndarray,
+              preferred: int | None = None) -> Candidate:
     """One member as a ``Candidate`` (e.g. the Eq. 6 nearest, for the record)."""
-    live = classify(spec, target, index, np.array([position]), c, p)
+    live = classify(spec, target, index, np.array([position]), c, p, preferred)
     return Candidate(member_match(index, position, distance), rank,
                      TEAM_TYPES[int(live.codes[0])],
                      "most-capable" if live.participant_top[0] else "other",
@@ -118,7 +126,7 @@ def nearest_first(index: MemberIndex, point: np.ndarray, count: int,
 
 
 def targets(spec: PoolSpec, target: TeammateFilter, index: MemberIndex, c: object,
-            p: object) -> Iterator[Candidate]:
+            p: object, preferred: int | None = None) -> Iterator[Candidate]:
     """The members whose live team with the participant meets the target, nearest first:
     first among the ``SEARCH_FIRST`` nearest, then among the rest (at most
     ``SEARCH_LIMIT`` classified)."""
@@ -128,19 +136,20 @@ def targets(spec: PoolSpec, target: TeammateFilter, index: MemberIndex, c: objec
     c_p, p_p = point[:index.types], point[index.types:]
     first = min(SEARCH_FIRST, len(index))
     positions, distances = nearest_first(index, point, first)
-    yield from _meeting(spec, target, index, positions, distances, np.arange(first), c_p, p_p)
+    yield from _meeting(spec, target, index, positions, distances, np.arange(first), c_p, p_p,
+                        preferred)
     if first == len(index):
         return
     rest = np.ones(len(index), dtype=bool)
     rest[positions] = False
-    rest &= prefilter(index, target, c_p, p_p)
-    yield from _scan(spec, target, index, point, np.flatnonzero(rest), c_p, p_p)
+    rest &= prefilter(index, target, c_p, p_p, preferred)
+    yield from _scan(spec, target, index, point, np.flatnonzero(rest), c_p, p_p, preferred)
 
 
 def _meeting(spec: PoolSpec, target: TeammateFilter, index: MemberIndex,
              positions: np.ndarray, distances: np.ndarray, ranks: np.ndarray, c: np.ndarray,
-             p: np.ndarray) -> Iterator[Candidate]:
-    live = classify(spec, target, index, positions, c, p)
+             p: np.ndarray, preferred: int | None) -> Iterator[Candidate]:
+    live = classify(spec, target, index, positions, c, p, preferred)
     for k in np.flatnonzero(live.meets):
         yield Candidate(member_match(index, int(positions[k]), float(distances[k])),
                         int(ranks[k]), TEAM_TYPES[int(live.codes[k])],
@@ -148,7 +157,8 @@ def _meeting(spec: PoolSpec, target: TeammateFilter, index: MemberIndex,
 
 
 def _scan(spec: PoolSpec, target: TeammateFilter, index: MemberIndex, point: np.ndarray,
-          positions: np.ndarray, c: np.ndarray, p: np.ndarray) -> Iterator[Candidate]:
+          positions: np.ndarray, c: np.ndarray, p: np.ndarray,
+          preferred: int | None) -> Iterator[Candidate]:
     """The members at ``positions``, nearest first in chunks; a candidate's rank counts
     every member nearer than it, prefiltered or not."""
     every = np.sqrt(((index.points - point) ** 2).sum(axis=1))
@@ -162,7 +172,8 @@ def _scan(spec: PoolSpec, target: TeammateFilter, index: MemberIndex, point: np.
         order = np.lexsort((index.members[chosen], index.teams[chosen], chosen_distances))
         chosen, chosen_distances = chosen[order], chosen_distances[order]
         ranks = np.searchsorted(np.sort(every), chosen_distances, side="left")
-        yield from _meeting(spec, target, index, chosen, chosen_distances, ranks, c, p)
+        yield from _meeting(spec, target, index, chosen, chosen_distances, ranks, c, p,
+                            preferred)
         keep = np.ones(len(positions), dtype=bool)
         keep[part] = False
         positions, distances = positions[keep], distances[keep]
@@ -170,7 +181,7 @@ def _scan(spec: PoolSpec, target: TeammateFilter, index: MemberIndex, point: np.
 
 
 def prefilter(index: MemberIndex, target: TeammateFilter, c: np.ndarray,
-              p: np.ndarray) -> np.ndarray:
+              p: np.ndarray, preferred: int | None = None) -> np.ndarray:
     """``[members]``: those whose live team can meet the target's team types and role (a
     superset, for two task types and the comparative-advantage reading; otherwise every
     member). With two types the most capable human is the one whose capabilities differ
@@ -188,7 +199,7 @@ def prefilter(index: MemberIndex, target: TeammateFilter, c: np.ndarray,
     types = target.criteria.team_types
     if types is None:
         return can_top | can_other
-    participant_positive = bool(positively(c, p))
+    participant_positive = positively(c, p, preferred)
     teammate_positive = index.teammate_positive
     allowed = np.zeros(len(index), dtype=bool)
     for name in types:
@@ -211,7 +222,10 @@ def _teammate_sign(team_type: str, participant_positive: bool,
     return teammate if own == participant_positive else None
 
 
-def positively(c: np.ndarray, p: np.ndarray) -> bool:
-    """Whether one human's capabilities and preferences go together."""
+def positively(c: np.ndarray, p: np.ndarray, preferred: int | None = None) -> bool:
+    """Whether one human's capabilities and preferences go together; with ``preferred``
+    (tied preferences broken by a recorded draw), whether their most capable type is it."""
+    if preferred is not None:
+        return int(first_argmax(np.asarray(c, dtype=float))) == preferred
     return bool(positively_correlated(c[None, None], p[None, None])[0, 0])
 

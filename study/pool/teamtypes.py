@@ -73,15 +73,17 @@ def positively_correlated(c: np.ndarray, p: np.ndarray) -> np.ndarray:
     return (rank_c * rank_p).sum(axis=-1) > 1e-12
 
 
-def team_type_codes(c: np.ndarray, p: np.ndarray,
-                    reading: str = COMPARATIVE_ADVANTAGE) -> np.ndarray:
+def team_type_codes(c: np.ndarray, p: np.ndarray, reading: str = COMPARATIVE_ADVANTAGE,
+                    positive: np.ndarray | None = None) -> np.ndarray:
     """``[B]`` int8 indices into ``TEAM_TYPES``.
 
     Twins: every human positive. Negative: every human negative. Otherwise Mixed when the
     most capable human is negative, Mixed-reversed when it is positive (for two humans,
-    exactly MODEL.md's definitions).
+    exactly MODEL.md's definitions). ``positive`` ``[B, h]``: each human's correlation
+    when it is already known (a tie in someone's preferences broken by a recorded draw).
     """
-    positive = positively_correlated(c, p)
+    if positive is None:
+        positive = positively_correlated(c, p)
     top = most_capable_human(c, reading)
     top_positive = positive[np.arange(len(top)), top]
     codes = np.where(top_positive, np.int8(TEAM_TYPES.index("mixed-reversed")),

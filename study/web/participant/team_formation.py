@@ -3,31 +3,22 @@ robots' policies for both sessions."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from study.decorator import HIGHEST, LOWEST, coefficient_from_speed
-from study.protocol import TASK_NAMES, Condition, Protocol
+from study.pool.placing import Placed, place
+from study.protocol import TASK_NAMES, Protocol
 from study.solver import Policy
 from study.storage import Storage
 from study.web.participant import rounds
 from study.web.participant.progress import PartialCookies, RoundSpeed, round_speed
 from study.web.participant.team import Teams
-from study.web.participant.teammate import (
-    CANDIDATES,
-    Placement,
-    TeammateMatch,
-    TeammateSource,
-    algorithm_for,
-    live_team,
-    session_row,
-)
+from study.web.participant.teammate import TeammateSource, algorithm_for, session_row
 
 # A measured round that downtime cut to less than this share of its length is pooled
 # with the earlier practice round of its cookie type (each over the time the server was up).
@@ -136,24 +127,28 @@ class TeamFormation(PartialCookies):
         conditions = [self.protocol.condition(condition_id) for condition_id
                       in json.loads(participant["condition_order"])]  # type: ignore[index]
         try:
-            placed = self._place(c, p, conditions)
+            placed = place(self.teammates, c, p, conditions, self.protocol.kits)
         except NoEligibleTeam:
             placed = None
         if placed is None:
             self._advance(participant_id, "unmatched", now)
             return
         self._record_placement(participant_id, placed, now)
-        for number, (row, policy) in enumerate(placed.sessions, 1):
+        human = int(placed.chosen.match.participant_human)
+        for number, (condition, policy) in enumerate(zip(conditions, placed.policies,
+                                                         strict=True), 1):
+            row, _ = session_row(self.protocol, condition, placed.team, human,
+                                 algorithm_for(condition, self.teammates.fea_bounds), policy)
             session_id = self.storage.insert("sessions", {
                 **row, "participant_id": participant_id, "number": number, "created_at": now})
             self.policies[session_id] = policy
         # Two robots with the same plan leave nothing to compare: flagged for the console
         # and the export (the study's manipulation failed for this participant).
         self.storage.update("participants", participant_id,
-                            {"robots_identical": int(not _plans_differ(placed.sessions))})
+                            {"robots_identical": int(not placed.plans_differ)})
         self._advance(participant_id, "teammate", now)
 
-    def _record_placement(self, participant_id: int, placed: TeamPlacement, now: float) -> None:
+    def _record_placement(self, participant_id: int, placed: Placed, now: float) -> None:
         chosen, nearest = placed.chosen, placed.nearest
         match = chosen.match
         self.storage.insert("teammates", {
@@ -170,64 +165,3 @@ class TeamFormation(PartialCookies):
             **{f"c_{name}": float(match.teammate_c[j]) for j, name in enumerate(TASK_NAMES)},
             **{f"p_{name}": float(match.teammate_p[j]) for j, name in enumerate(TASK_NAMES)},
             "at": now})
-
-    def _place(self, c: np.ndarray, p: np.ndarray,
-               conditions: list[Condition]) -> TeamPlacement | None:
-        """The teammate by the protocol's rule: ``nearest`` (Eq. 6), ``distinct`` (the
-        nearest member with which the two robots differ, else the nearest) or ``typed``
-        (the nearest member whose live team meets the target and with which the robots
-        differ; if none, what ``unplaced`` says: None for the unmatched page, or the
-        ``distinct`` choice, recorded as off target)."""
-        rule = self.teammates.rule
-        nearest = self.teammates.nearest(c, p)
-        if rule == "nearest":
-            return TeamPlacement(rule, nearest, nearest, 0,
-                                 self._live_sessions(nearest.match, c, p, conditions))
-        found = self._first_distinct(c, p, conditions, rule)
-        if found is not None:
-            return TeamPlacement(rule, found[0], nearest, found[1], found[2])
-        if rule == "typed" and self.teammates.unplaced == "unmatched":
-            return None
-        fallback = self._first_distinct(c, p, conditions, "distinct") if rule == "typed" \
-            else None
-        if fallback is not None:
-            return TeamPlacement(rule, fallback[0], nearest, fallback[1], fallback[2])
-        return TeamPlacement(rule, nearest, nearest, 0,
-                             self._live_sessions(nearest.match, c, p, conditions))
-
-    def _first_distinct(self, c: np.ndarray, p: np.ndarray, conditions: list[Condition],
-                        rule: str) -> tuple[Placement, int, list[Session]] | None:
-        """The first of the rule's candidates (at most ``CANDIDATES``) with which the two
-        robots follow different plans, and how many were passed over for one plan."""
-        ranked = itertools.islice(self.teammates.candidates(c, p, rule), CANDIDATES)
-        for same_plan, candidate in enumerate(ranked):
-            sessions = self._live_sessions(candidate.match, c, p, conditions)
-            if _plans_differ(sessions):
-                return candidate, same_plan, sessions
-        return None
-
-    def _live_sessions(self, match: TeammateMatch, c: np.ndarray, p: np.ndarray,
-                       conditions: list[Condition]) -> list[Session]:
-        team = live_team(match, c, p)
-        return [session_row(self.protocol, condition, team, int(match.participant_human),
-                            algorithm_for(condition, self.teammates.fea_bounds))
-                for condition in conditions]
-
-
-Session = tuple[dict[str, Any], Policy]
-
-
-@dataclass(frozen=True)
-class TeamPlacement:
-    """The rule's choice, the Eq. 6 nearest member, how many candidates the rule passed
-    over because both robots would follow one plan, and the solved sessions."""
-
-    rule: str
-    chosen: Placement
-    nearest: Placement
-    same_plan: int
-    sessions: list[Session]
-
-
-def _plans_differ(sessions: list[Session]) -> bool:
-    return len({row["plan"] for row, _ in sessions}) > 1
