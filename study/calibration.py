@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from study.decorator import HIGHEST, LOWEST
-from study.protocol import TASK_NAMES, Protocol
+from study.protocol import TASK_NAMES, Protocol, parse_protocol
 from study.terms import InvalidInput
 from study.tomlsource import scan
 
@@ -49,24 +49,15 @@ RANGES_RULE = ("sampling ranges = min and max of the pilot's capabilities under 
 
 
 @dataclass(frozen=True)
-class LiveTeam:
-    """A pilot participant's team in the sessions: who is who and their coefficients."""
-
-    person: int  # row of ``Pilot.speeds``
-    human: int
-    c: np.ndarray
-    p: np.ndarray
-
-
-@dataclass(frozen=True)
 class Pilot:
-    """The pilot participants who count: raw speeds per type and their live teams."""
+    """The pilot participants who count: raw speeds and preference coefficients per type
+    (the live teams they would form under a calibrated protocol are formed from these)."""
 
     path: Path
     digest: str
     speeds: np.ndarray  # [people, types] cookies per second
+    preferences: np.ndarray  # [people, types] preference coefficients
     dates: tuple[str, str]
-    teams: tuple[LiveTeam, ...]
     left_out: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -114,6 +105,7 @@ class Calibration:
     changes: tuple[Change, ...]
     rule: str
     text: str
+    notes: tuple[str, ...] = ()
 
 
 # --- reading the pilot ------------------------------------------------------------------
@@ -158,12 +150,14 @@ def read_pilot(path: Path, protocol: Protocol) -> Pilot:
             if pid not in reasons and not _complete(speeds.get(pid, {})):
                 reasons[pid] = "without a measured practice"
         kept = sorted(pid for pid in speeds if pid not in reasons)
-        rows = {pid: row for row, pid in enumerate(kept)}
         table = [[speeds[pid][j][0] for j in range(len(TASK_NAMES))] for pid in kept]
+        preferences = _preferences(db, kept)
         return Pilot(path, hashlib.sha256(db.serialize()).hexdigest(),
                      np.array(table, dtype=float).reshape(len(kept), len(TASK_NAMES)),
+                     np.array([preferences[pid] for pid in kept],
+                              dtype=float).reshape(len(kept), len(TASK_NAMES)),
                      _dates([at for pid in kept for _, at in speeds[pid].values()]),
-                     _live_teams(db, rows), dict(Counter(reasons.values())))
+                     dict(Counter(reasons.values())))
 
 
 def _check_protocol(db: sqlite3.Connection, path: Path, name: str) -> None:
@@ -253,18 +247,15 @@ def _dates(times: Sequence[float]) -> tuple[str, str]:
     return (days[0], days[-1]) if days else ("", "")
 
 
-def _live_teams(db: sqlite3.Connection, rows: dict[int, int]) -> tuple[LiveTeam, ...]:
-    """The live team of every counted participant who was matched (both sessions share
-    it, so the first session's row is read)."""
-    teams = []
-    for row in db.execute("SELECT participant_id, participant_human, team_c, team_p "
-                          "FROM sessions WHERE number = 1 AND team_c IS NOT NULL "
-                          "ORDER BY participant_id"):
-        if row["participant_id"] in rows:
-            teams.append(LiveTeam(rows[row["participant_id"]], int(row["participant_human"]),
-                                  np.array(json.loads(row["team_c"]), dtype=float),
-                                  np.array(json.loads(row["team_p"]), dtype=float)))
-    return tuple(teams)
+def _preferences(db: sqlite3.Connection, people: Sequence[int]) -> dict[int, list[float]]:
+    """Participant -> preference coefficient per type (stored at the ratings, before
+    practice, so everyone with a measured practice has them)."""
+    values: dict[int, list[float]] = {pid: [math.nan] * len(TASK_NAMES) for pid in people}
+    for row in db.execute("SELECT participant_id, task_type, value FROM measurements "
+                          "WHERE kind = 'preference'"):
+        if row["participant_id"] in values:
+            values[row["participant_id"]][row["task_type"]] = row["value"]
+    return values
 
 
 # --- the rules --------------------------------------------------------------------------
@@ -311,32 +302,6 @@ def observed_range(capabilities: np.ndarray) -> tuple[float, float]:
     lo = max(LOWEST, math.floor(round(float(capabilities.min()) * 100, 6)) / 100)
     hi = min(HIGHEST, math.ceil(round(float(capabilities.max()) * 100, 6)) / 100)
     return (lo, hi) if hi > lo else (lo, round(lo + 0.01, 2))
-
-
-def people_bounds(pilot: Pilot, references: Sequence[float], kits: Sequence[int],
-                  percentiles: tuple[float, float] | None) -> tuple[float, float, int]:
-    """Min and max (or percentiles) of ``|FE|`` over the goal states of the pilot's live
-    teams, each participant's capabilities under the new reference speeds, the agent
-    teammate's as stored. Returns lo, hi and the number of goal states."""
-    from study.model import state_space
-    from study.pool.columns import goal_sums
-
-    if not pilot.teams:
-        raise InvalidInput("--fea-bounds", "people", "the pilot has no live teams (no counted "
-                                                     "participant was matched)")
-    c = np.stack([team.c for team in pilot.teams])
-    p = np.stack([team.p for team in pilot.teams])
-    for k, team in enumerate(pilot.teams):
-        c[k, team.human] = np.clip(pilot.speeds[team.person] / np.asarray(references),
-                                   LOWEST, HIGHEST)
-    goals = state_space(c.shape[1], tuple(kits)).goal_allocations
-    values = np.abs(goal_sums(c, p, goals).fair_equity()).ravel()
-    lo, hi = (np.percentile(values, percentiles) if percentiles
-              else (values.min(), values.max()))
-    if not hi > lo:
-        raise InvalidInput("--fea-bounds", "people", "|FE| over the pilot's live teams has "
-                                                     "no spread")
-    return float(lo), float(hi), int(values.size)
 
 
 # --- the protocol text ------------------------------------------------------------------
@@ -505,17 +470,32 @@ def calibrate(protocol: Protocol, text: str, pilot: Pilot, request: Request) -> 
     if request.ranges:
         changes.append(_ranges_change(protocol, types))
         rules.append(RANGES_RULE)
-    if request.fea_bounds:
-        how, bounds = _bounds_changes(protocol, pilot, types, request.percentiles)
-        changes += bounds
-        rules.append(f"FEA bounds = {how} of |FE| over the goal states of the pilot's live "
-                     f"teams")
+    notes: list[str] = []
+    fea = protocol.pool_spec().fea
+    if request.fea_bounds and fea is None:
+        raise InvalidInput("--fea-bounds", "people", "the protocol's pool has no [pool.fea] "
+                                                     "section (no FEA robot to scale)")
+    if fea is not None:
+        from study.calibration_bounds import bounds_update  # it builds on this module
+
+        calibrated = parse_protocol(_with_changes(text, changes), protocol.path)
+        update = bounds_update(fea, calibrated, pilot, request.fea_bounds,
+                               request.percentiles)
+        changes += update.changes
+        rules += [update.rule] if update.rule else []
+        notes += update.notes
     rule = "; ".join(rules)
+    new_text = _with_changes(text, changes)
+    new_text = new_text.rstrip("\n") + "\n" + provenance_block(pilot, rule, changes)
+    return Calibration(pilot, types, tuple(changes), rule, new_text, tuple(notes))
+
+
+def _with_changes(text: str, changes: Sequence[Change]) -> str:
+    """``text`` without its ``[calibration]`` block and with ``changes`` made."""
     new_text = without_block(text, "calibration")
     for key, _, new in changes:
         new_text = set_value(new_text, key, new)
-    new_text = new_text.rstrip("\n") + "\n" + provenance_block(pilot, rule, changes)
-    return Calibration(pilot, types, tuple(changes), rule, new_text)
+    return new_text
 
 
 def _describe(left_out: dict[str, int]) -> str:
@@ -538,21 +518,3 @@ def _ranges_change(protocol: Protocol, types: Sequence[TypeResult]) -> Change:
     spelled = old[0] if all(human == old[0] for human in old) else old
     new = [observed_range(t.capabilities(t.new)) for t in types]
     return "pool.sample.c", toml_list(spelled), toml_list(new)
-
-
-def _bounds_changes(protocol: Protocol, pilot: Pilot, types: Sequence[TypeResult],
-                    percentiles: tuple[float, float] | None) -> tuple[str, list[Change]]:
-    """How the bounds were taken, and the changes of ``bounds`` and ``bounds_source``."""
-    fea = protocol.pool_spec().fea
-    if fea is None:
-        raise InvalidInput("--fea-bounds", "people", "the protocol's pool has no [pool.fea] "
-                                                     "section (no FEA robot to scale)")
-    lo, hi, count = people_bounds(pilot, [t.new for t in types], protocol.kits, percentiles)
-    how = (f"percentiles {percentiles[0]:g} and {percentiles[1]:g}" if percentiles
-           else "min and max")
-    source = (f"{how} of |FE| over {count:,} goal states of the live teams of "
-              f"{len(pilot.teams)} pilot participants (pilot {pilot.path.name}, sha256 "
-              f"{pilot.digest[:16]}; participants' capabilities under the calibrated "
-              f"reference speeds), by `study calibrate`")
-    return how, [("pool.fea.bounds", toml_list([fea.lo, fea.hi]), toml_list([lo, hi])),
-                 ("pool.fea.bounds_source", toml_string(fea.source), toml_string(source))]

@@ -447,6 +447,11 @@ class Fea(Strict):
     bounds: list[Annotated[float, Field(ge=0, le=1e6)]] = Field(
         min_length=2, max_length=2, description="[lo, hi] scaling |FE|.")
     bounds_source: str = _text(500, "Where the bounds came from.")
+    bounds_fixed: bool = Field(
+        False, description="true: the bounds are set on purpose (e.g. the paper's, or a "
+                           "pilot's people) and need not come from this pool; false: "
+                           "bounds_source must cite the teams digest of the pool this "
+                           "[pool] builds (study check and study serve refuse it otherwise).")
 
 
 class PoolSection(Strict):

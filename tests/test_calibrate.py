@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ from study.calibration import MIN_PARTICIPANTS, reference_speed
 from study.cli import main
 from study.cookies import letters_target
 from study.pool import Pool, PoolSpec, ensure_pool
+from study.pool.bounds import derive_bounds
 from study.protocol import load_protocol
 from study.web.console.holds import apply_action, ensure_tables
 from study.web.participant.teammate import PoolTeammates
@@ -169,6 +170,10 @@ def test_the_file_keeps_its_comments_and_only_the_calibrated_values_change(
     old = STUDY2.read_text().splitlines()
     new = (tmp_path / "calibrated.toml").read_text().splitlines()
     body = new[:new.index("[calibration]") - 1]
+    # bounds from people are not the pool's: the protocol says they are fixed on purpose
+    added = body.index("bounds_fixed = true")
+    assert body[added - 1].startswith("[pool.fea]")
+    body = body[:added] + body[added + 1:]
     changed = [(a, b) for a, b in zip(old, body, strict=True) if a != b]
     assert [a.split("=")[0].strip() for a, _ in changed] == [
         "reference_speed", "reference_speed", "c", "bounds", "bounds_source"]
@@ -201,6 +206,95 @@ def test_the_calibrated_protocol_passes_study_check_and_serves(tmp_path, capsys,
     assert page.status_code == 200 and "The Fair Bakery" in page.get_data(as_text=True)
     calibrated = load_protocol(tmp_path / "calibrated.toml")
     assert study.protocol.cookies == calibrated.cookies
+
+
+# --- the FEA bounds -----------------------------------------------------------------------
+
+
+def test_new_ranges_come_with_the_bounds_of_the_pool_they_build(tmp_path, capsys, pilots):
+    """New sampling ranges make a new pool: its bounds, by the old source's rule (min and
+    max), with its digest, exactly what ``study pool bounds`` derives from the built pool."""
+    code, printed = calibrate(capsys, pilots["fast"], tmp_path / "calibrated.toml", "--ranges")
+    assert code == 0, printed
+    spec = load_protocol(tmp_path / "calibrated.toml").pool_spec()
+    old = load_protocol(STUDY2).pool_spec()
+    assert spec.teams_digest() != old.teams_digest(), "the ranges changed the teams"
+    built = derive_bounds(ensure_pool(spec, tmp_path / "pools", progress=False))
+    assert (spec.fea.lo, spec.fea.hi) == (built.lo, built.hi) != (old.fea.lo, old.fea.hi)
+    assert f"teams digest {spec.teams_digest()[:16]}" in spec.fea.source
+    assert spec.fea.source.startswith("min and max of |FE| over 900,000 goal states")
+    assert not spec.fea.fixed and spec.stale_bounds() is None
+    assert "pool.fea.bounds: " in printed and "pool.fea.bounds_source: " in printed
+    assert main(["check", str(tmp_path / "calibrated.toml")]) == 0
+
+
+def test_bounds_fixed_on_purpose_are_kept(tmp_path, capsys, pilots):
+    fixed = tmp_path / "fixed.toml"
+    fixed.write_text(STUDY2.read_text().replace("[pool.fea]", "[pool.fea]\nbounds_fixed = "
+                                                "true", 1))
+    code, printed = calibrate(capsys, pilots["fast"], tmp_path / "calibrated.toml", "--ranges",
+                              protocol=fixed)
+    assert code == 0, printed
+    assert "pool.fea.bounds: kept (bounds_fixed = true)" in printed
+    kept, old = (load_protocol(path).pool_spec().fea for path in (tmp_path / "calibrated.toml",
+                                                                  fixed))
+    assert kept == old
+
+
+def goal_allocations(kits: tuple[int, int]) -> list[np.ndarray]:
+    """Every end of a session of two humans, enumerated here by hand: human 0 holds
+    ``a`` squares and ``R - a`` letters."""
+    rounds = sum(kits) // 2
+    return [np.array([[a, rounds - a], [kits[0] - a, kits[1] - rounds + a]])
+            for a in range(max(0, rounds - kits[1]), min(kits[0], rounds) + 1)]
+
+
+def test_people_bounds_come_from_a_pilot_nobody_was_matched_in(tmp_path, capsys):
+    """The shipped study2 places none of these people (quick at boxes, slow at letters:
+    squares is their best cookie, and their preferred theme goes on it); calibrated with
+    --fea-bounds people, their live teams are formed offline in the calibrated protocol's
+    pool, in its target team, and the bounds come from those teams' goal states."""
+    from study.calibration import read_pilot
+    from study.calibration_bounds import pilot_live_teams
+    from study.pool.bounds import spec_bounds
+    from study.pool.teamtypes import most_capable_human, team_type_codes
+
+    shipped = PROTOCOLS / "study2.toml"
+    spec = PoolSpec.from_protocol(shipped).with_changes(teams=3000)
+    path = ensure_pool(spec, tmp_path / "pools", progress=False)
+    run = journeys(shipped, tmp_path / "pilot", PoolTeammates(Pool.load(path), str(path)))
+    people = [run.person(f"unplaced-{k}", at_pace(3.5, 0.15), np.random.default_rng(k),
+                         RATINGS) for k in range(6)]
+    assert {person.step for person in people} == {"unmatched"}, "nobody was matched"
+    out = tmp_path / "calibrated.toml"
+    code, printed = calibrate(capsys, run, out, "--ranges", "--fea-bounds", "people",
+                              protocol=shipped)
+    assert code == 0, printed
+    calibrated = load_protocol(out)
+    fea = calibrated.pool_spec().fea
+    assert fea.fixed and "of the live teams of 6 pilot participants, formed offline" in \
+        fea.source
+    assert "FEA bounds from the live teams of 6 of 6 pilot participants" in printed
+    assert main(["check", str(out)]) == 0
+    # the teams: each pilot participant, as re-measured, in the target team of the new pool
+    pilot = read_pilot(run.storage.path, calibrated)
+    pool = spec_bounds(calibrated.pool_spec())  # FEA's scale while the teams are formed
+    teams, unplaced = pilot_live_teams(calibrated, pilot, replace(
+        fea, lo=pool.lo, hi=pool.hi, source=pool.source, fixed=False))
+    assert len(teams) == 6 and unplaced == {}
+    references = np.array([cookie.reference_speed for cookie in calibrated.cookies])
+    c = np.stack([team.c for team in teams])
+    p = np.stack([team.p for team in teams])
+    measured = np.clip(pilot.speeds / references, 0.01, 0.99)
+    human = [int(np.flatnonzero((team_c == row).all(axis=1))[0])
+             for team_c, row in zip(c, measured, strict=True)]
+    assert list(team_type_codes(c, p)) == [0] * 6, "every live team is Mixed"
+    assert list(most_capable_human(c)) == human, "with the participant the most capable"
+    # |FE| = |O_0 / I_0 - O_1 / I_1|, outcomes sum(p T), inputs sum(c), at every goal
+    values = [abs((team.p[0] @ goal[0]) / team.c[0].sum() - (team.p[1] @ goal[1])
+                  / team.c[1].sum()) for team in teams for goal in goal_allocations(
+                      calibrated.kits)]
+    assert (fea.lo, fea.hi) == pytest.approx((min(values), max(values)), rel=1e-12)
 
 
 # --- who counts -------------------------------------------------------------------------

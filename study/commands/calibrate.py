@@ -33,7 +33,9 @@ def register(subcommands: argparse._SubParsersAction) -> None:
                         help="set [pool.sample] c from the pilot's capabilities")
     parser.add_argument("--fea-bounds", choices=("people",),
                         help="set [pool.fea] bounds from |FE| over the goal states of the "
-                             "pilot's live teams")
+                             "live teams the pilot's people form, offline, under the "
+                             "calibrated protocol (default: the bounds of the calibrated "
+                             "protocol's pool, unless bounds_fixed)")
     parser.add_argument("--percentiles", metavar="LOW,HIGH",
                         help="with --fea-bounds: these percentiles of |FE| (default: min "
                              "and max)")
@@ -50,9 +52,11 @@ def run(args: argparse.Namespace) -> int:
         parse_target,
         read_pilot,
     )
+    from study.commands.check import refuse_stale_bounds
     from study.pool.bounds import parse_percentiles
     from study.protocol import load_protocol, parse_protocol
     from study.terms import InvalidInput
+    from study.tomlsource import TomlSource
 
     if args.out.resolve() == args.protocol.resolve():
         raise InvalidInput("--out", str(args.out), "is the protocol itself; write a new file")
@@ -68,12 +72,13 @@ def run(args: argparse.Namespace) -> int:
                       minimum)
     calibration = calibrate(protocol, args.protocol.read_text(encoding="utf-8-sig"),
                             read_pilot(args.pilot, protocol), request)
-    parse_protocol(calibration.text, args.out)
+    refuse_stale_bounds(parse_protocol(calibration.text, args.out),
+                        TomlSource.parse(calibration.text, args.out))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(calibration.text, encoding="utf-8")
     print("\n".join(table(calibration)))
-    print(f"-> {args.out} (passes `study check`); rebuild its pool and check the bounds: "
-          f"`study pool build {args.out} --out POOL` and `study pool bounds POOL`")
+    print(f"-> {args.out} (passes `study check`); its pool: `study pool build {args.out} "
+          f"--out POOL`, its contrast: `study contrast {args.out}`")
     return 0
 
 
@@ -94,5 +99,5 @@ def table(calibration: Calibration) -> list[str]:
             f"{t.inside(t.old)} -> {t.inside(t.new)} of {len(t.speeds)}")
     lines += [f"{key}: {old} -> {new}" for key, old, new in calibration.changes
               if not key.startswith("cookies.")]
-    return lines
+    return lines + list(calibration.notes)
 

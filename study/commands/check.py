@@ -1,20 +1,15 @@
 """``study check``: validate a protocol and print a summary of the study it describes.
 
-The check is ``load_protocol``, the same one ``study serve`` runs before it starts, so a
-protocol that passes here is one the server accepts. ``--schema`` writes the protocol's
+The check is ``load_protocol`` and ``refuse_stale_bounds``, the same ones ``study serve``
+runs before it starts, so a protocol that passes here is one the server accepts. ``--schema`` writes the protocol's
 JSON Schema (published as ``docs/protocol.schema.json``) for editors that check TOML.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
-import sys
 from pathlib import Path
 from typing import Any
-
-# How ``study pool bounds`` names the teams its bounds came from in ``bounds_source``.
-CITED_DIGEST = re.compile(r"teams digest ([0-9a-f]{8,64})")
 
 
 def register(subcommands: argparse._SubParsersAction) -> None:
@@ -43,24 +38,23 @@ def run(args: argparse.Namespace) -> int:
         write_schema(args.schema)
     for path in args.protocols:
         protocol = load_protocol(path)
+        refuse_stale_bounds(protocol)
         print("\n".join(summary(protocol)))
-        for warning in digest_warnings(protocol):
-            print(f"warning: {path}: {warning}", file=sys.stderr)
     return 0
 
 
-def digest_warnings(protocol: Any) -> list[str]:
-    """A ``bounds_source`` citing teams that the spec no longer builds: its bounds were
-    derived from other teams, so the provenance (and maybe the bounds) is stale."""
-    spec = protocol.pool_spec()
-    if spec.fea is None:
-        return []
-    built = spec.teams_digest()[:16]
-    return [f"[pool.fea] bounds_source cites teams digest {cited}, but this spec's pool "
-            f"has teams digest {built}: the bounds came from other teams; rebuild the pool "
-            f"(`study pool build`) and derive them again (`study pool bounds`)"
-            for cited in CITED_DIGEST.findall(spec.fea.source)
-            if not built.startswith(cited[:16])]
+def refuse_stale_bounds(protocol: Any, source: Any = None) -> None:
+    """Refuse FEA bounds that are not those of the pool the protocol builds (their
+    ``bounds_source`` cites other teams, or none) unless ``bounds_fixed`` says they are
+    set on purpose: a pool served with another pool's bounds scales ``|FE|`` by numbers
+    that are not its own, and nothing else would say so. ``study serve`` runs it too.
+    ``source``: the protocol's ``TomlSource`` when it is not read from its path."""
+    problem = protocol.pool_spec().stale_bounds()
+    if problem is not None:
+        from study.tomlsource import TomlSource
+
+        raise (source or TomlSource.read(protocol.path)).error("pool.fea.bounds_source",
+                                                               problem)
 
 
 def schema_text() -> str:

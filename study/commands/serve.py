@@ -160,10 +160,12 @@ def run(args: argparse.Namespace) -> int:
         from gevent import monkey
 
         monkey.patch_all()
+    from study.commands.check import refuse_stale_bounds
     from study.protocol import load_protocol
     from study.web.serving.deploy import Balanced, Single, ensure_pool_of
 
     protocol = load_protocol(args.protocol)
+    refuse_stale_bounds(protocol)  # FEA bounds of another pool: refused, as `study check` does
     database = args.db or Path("var") / f"{protocol.name}.sqlite"
     if not args.quiet:
         print(f"preparing the team pool of {protocol.name} (built once, then cached in "

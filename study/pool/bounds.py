@@ -8,7 +8,8 @@ came from, for the protocol's ``pool.fea.bounds_source``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,12 @@ import numpy as np
 
 from study.model import InvalidInput, state_space
 from study.pool.columns import goal_sums
+from study.pool.sampling import SAMPLING_BLOCK, sample_teams
+from study.pool.spec import PoolSpec
 from study.pool.store import coefficients_of, read_metadata, row_groups, spec_of
+
+# How ``derive_bounds`` and ``spec_bounds`` begin a source that took percentiles.
+CITED_PERCENTILES = re.compile(r"percentiles ([0-9.]+) and ([0-9.]+) of \|FE\|")
 
 
 @dataclass(frozen=True)
@@ -36,12 +42,21 @@ class Bounds:
 
 def _abs_fair_equity(path: Path, humans: int, kits: tuple[int, ...]) -> Iterator[np.ndarray]:
     """``|FE|`` ``[G, B]`` over every goal state, one row group of teams at a time."""
-    space = state_space(humans, kits)
-    goals = space.goal_allocations
+    goals = state_space(humans, kits).goal_allocations
     names = [f"{kind}_{i}_{j}" for kind in ("c", "p") for i in range(humans)
              for j in range(len(kits))]
     for batch in row_groups(path, names):
         c, p = coefficients_of(batch, humans, len(kits))
+        yield np.abs(goal_sums(c, p, goals).fair_equity())
+
+
+def _sampled_fair_equity(spec: PoolSpec) -> Iterator[np.ndarray]:
+    """``|FE|`` ``[G, B]`` over every goal state of the teams ``spec``'s pool holds, drawn
+    as ``study pool build`` draws them (the same teams, nothing solved), a block at a
+    time."""
+    goals = state_space(spec.humans, spec.kits).goal_allocations
+    for start in range(0, spec.teams, SAMPLING_BLOCK):
+        c, p = sample_teams(spec, start, min(start + SAMPLING_BLOCK, spec.teams))
         yield np.abs(goal_sums(c, p, goals).fair_equity())
 
 
@@ -56,16 +71,20 @@ def parse_percentiles(text: str) -> tuple[float, float]:
     return low, high
 
 
-def derive_bounds(path: Path | str, percentiles: tuple[float, float] | None = None) -> Bounds:
-    """Min and max (or the given percentiles) of ``|FE|`` over the pool's goal states.
+def cited_percentiles(source: str) -> tuple[float, float] | None:
+    """The percentiles a ``bounds_source`` written by this module names (None: min and
+    max), so bounds derived again for another pool follow the same rule."""
+    found = CITED_PERCENTILES.match(source)
+    return None if found is None else (float(found[1]), float(found[2]))
 
-    Min and max stream through the file; percentiles hold every ``|FE|`` value in memory
-    (8 bytes per goal state: 720 MB for ten million two-human teams).
+
+def _spread(parts: Iterable[np.ndarray],
+            percentiles: tuple[float, float] | None) -> tuple[float, float, int, str]:
+    """Min and max (or percentiles) of the values, their count, and how they were taken.
+
+    Min and max stream through the parts; percentiles hold every value in memory (8
+    bytes per goal state: 720 MB for ten million two-human teams).
     """
-    path = Path(path)
-    record = read_metadata(path)
-    spec = spec_of(path, record)
-    parts = _abs_fair_equity(path, spec.humans, spec.kits)
     if percentiles is None:
         lo, hi, count = np.inf, -np.inf, 0
         for values in parts:
@@ -78,7 +97,27 @@ def derive_bounds(path: Path | str, percentiles: tuple[float, float] | None = No
         how = f"percentiles {percentiles[0]:g} and {percentiles[1]:g}"
     if not hi > lo:
         raise InvalidInput("bounds", (float(lo), float(hi)), "the pool's |FE| has no spread")
+    return float(lo), float(hi), count, how
+
+
+def derive_bounds(path: Path | str, percentiles: tuple[float, float] | None = None) -> Bounds:
+    """Min and max (or the given percentiles) of ``|FE|`` over the pool's goal states."""
+    path = Path(path)
+    record = read_metadata(path)
+    spec = spec_of(path, record)
+    lo, hi, count, how = _spread(_abs_fair_equity(path, spec.humans, spec.kits), percentiles)
     source = (f"{how} of |FE| over {count:,} goal states of pool {path.name} "
               f"({spec.name}, {spec.teams:,} teams, seed {spec.seed}, "
               f"teams digest {record['teams_digest'][:16]}), by `study pool bounds`")
-    return Bounds(float(lo), float(hi), source, count)
+    return Bounds(lo, hi, source, count)
+
+
+def spec_bounds(spec: PoolSpec, percentiles: tuple[float, float] | None = None,
+                by: str = "`study calibrate`") -> Bounds:
+    """``derive_bounds`` of the pool ``spec`` builds, without building it: its teams are
+    drawn exactly as the build draws them, and ``|FE|`` does not depend on the policies."""
+    lo, hi, count, how = _spread(_sampled_fair_equity(spec), percentiles)
+    source = (f"{how} of |FE| over {count:,} goal states of the pool of {spec.name} "
+              f"({spec.teams:,} teams, seed {spec.seed}, teams digest "
+              f"{spec.teams_digest()[:16]}), by {by}")
+    return Bounds(lo, hi, source, count)

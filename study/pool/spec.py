@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -46,7 +47,10 @@ _POOL_KEYS = ("teams", "seed", "humans", "kits", "algorithms", "most_capable_rea
               "sample", "accept", "fea", "teammate")
 _SAMPLE_KEYS = ("c", "p")
 _CRITERIA_KEYS = ("c", "p", "team_types", "fair_gap_above")
-_FEA_KEYS = ("w", "bounds", "bounds_source")
+_FEA_KEYS = ("w", "bounds", "bounds_source", "bounds_fixed")
+# How a bounds_source names the pool teams its bounds came from (`study pool bounds`,
+# `study calibrate`): the teams digest, or its first 16 hex digits.
+CITED_TEAMS = re.compile(r"teams digest ([0-9a-f]{8,64})")
 
 
 @dataclass(frozen=True)
@@ -145,15 +149,21 @@ class TeammateFilter:
 
 @dataclass(frozen=True)
 class FeaSettings:
-    """FEA's weight and the bounds that scale ``|FE|``, with where the bounds came from."""
+    """FEA's weight and the bounds that scale ``|FE|``, with where the bounds came from;
+    ``fixed`` when they are set on purpose rather than derived from this spec's pool."""
 
     w: float
     lo: float
     hi: float
     source: str
+    fixed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"w": self.w, "bounds": [self.lo, self.hi], "bounds_source": self.source}
+        data: dict[str, Any] = {"w": self.w, "bounds": [self.lo, self.hi],
+                                "bounds_source": self.source}
+        if self.fixed:  # absent when false, so the digests of earlier specs stay
+            data["bounds_fixed"] = True
+        return data
 
 
 @dataclass(frozen=True)
@@ -229,6 +239,22 @@ class PoolSpec:
         if self.accept.team_types is not None:
             keys.append("most_capable_reading")
         return _hash({"format": POOL_FORMAT, **{key: data[key] for key in keys}})
+
+    def stale_bounds(self) -> str | None:
+        """Why the FEA bounds are not those of the pool this spec builds: their
+        ``bounds_source`` cites no teams digest, or another one. None when they are, when
+        the protocol fixes them on purpose (``bounds_fixed``), or without FEA."""
+        if self.fea is None or self.fea.fixed:
+            return None
+        built = self.teams_digest()[:16]
+        cited = CITED_TEAMS.findall(self.fea.source)
+        if cited and all(built.startswith(digest[:16]) for digest in cited):
+            return None
+        came_from = (f"cites teams digest {', '.join(cited)}" if cited
+                     else "cites no teams digest")
+        return (f"{came_from}, but this spec's pool has teams digest {built}: the bounds "
+                f"are not this pool's. Derive them from it (`study pool build`, then `study "
+                f"pool bounds`), or set bounds_fixed = true if they are fixed on purpose")
 
     def with_changes(self, teams: int | None = None, seed: int | None = None) -> PoolSpec:
         """The same spec with another size or seed (e.g. a CI-sized run)."""
@@ -488,4 +514,7 @@ def _fea(data: Mapping[str, Any], wanted: bool, error: ErrorFactory) -> FeaSetti
     if not isinstance(source, str) or not source.strip():
         raise error("pool.fea.bounds_source", "missing: say where the bounds came from "
                                               "(e.g. the `study pool bounds` command)")
-    return FeaSettings(w, lo, hi, source.strip())
+    fixed = table.get("bounds_fixed", False)
+    if not isinstance(fixed, bool):
+        raise error("pool.fea.bounds_fixed", f"{fixed!r}: must be true or false")
+    return FeaSettings(w, lo, hi, source.strip(), fixed)
