@@ -29,6 +29,7 @@ from study.protocol_schema import (
     TASK_NAMES,
     TEAM_PAGES,
 )
+from study.recruitment import OUTCOMES, EndLink, IdFormat, id_format
 from study.texts import DEFAULT_TEXTS
 from study.tomlsource import ProtocolError, TomlSource
 
@@ -120,6 +121,24 @@ class Recruitment:
     open_enrolment: bool = True
     unconsented_expiry_minutes: float = 60.0
     binding_idle_minutes: float = 30.0
+    id_pattern: str | None = None  # as declared; ``id_format`` adds the platform's default
+    outcomes: dict[str, EndLink] = field(default_factory=dict)  # as declared
+
+    @property
+    def id_format(self) -> IdFormat | None:
+        """The ids a start link may carry (None: the protocol takes no recruitment id)."""
+        if self.id_parameter is None:
+            return None
+        return id_format(self.id_parameter, self.id_pattern)
+
+    def end(self, outcome: str) -> EndLink:
+        """The link or code of a way out of the study: the declared one, else
+        ``completion_url`` for a participant who finished and ``return_url`` for the rest
+        (so protocols written before ``[recruitment.outcomes]`` keep working)."""
+        declared = self.outcomes.get(outcome)
+        if declared is not None:
+            return declared
+        return EndLink(self.completion_url if outcome == "finished" else self.return_url)
 
 
 @dataclass(frozen=True)
@@ -341,9 +360,11 @@ def _team(section: schema.TeamSection | None) -> TeamDesign | None:
 
 
 def _recruitment(section: schema.Recruitment) -> Recruitment:
+    declared = ((name, getattr(section.outcomes, name)) for name in OUTCOMES)
+    outcomes = {name: EndLink(end.url, end.code) for name, end in declared if end is not None}
     return Recruitment(section.id_parameter, section.completion_url, section.return_url,
                        section.open_enrolment, float(section.unconsented_expiry_minutes),
-                       float(section.binding_idle_minutes))
+                       float(section.binding_idle_minutes), section.id_pattern, outcomes)
 
 
 def _condition(condition: schema.Condition) -> Condition:

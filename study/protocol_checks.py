@@ -197,6 +197,7 @@ def cross_problems(doc: schema.ProtocolFile, data: dict[str, Any]) -> Iterator[P
     yield from _analysis_problems(doc)
     yield from _pool_problems(doc)
     yield from _team_problems(doc)
+    yield from _recruitment_problems(doc)
     yield from _size_problems(doc)
 
 
@@ -360,6 +361,22 @@ def _team_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
     if not lobby.shared_seconds and not lobby.individual_seconds:
         yield "team.lobby", ("needs shared_seconds or individual_seconds: a lobby without a "
                              "timer can strand people who wait for a team that never fills")
+
+
+def _recruitment_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    """Keys nothing would use: an id pattern without ids, and pay or links for a lobby or
+    a team seat in a study without a [team] (docs/recruitment.md)."""
+    if doc.recruitment.id_pattern is not None and doc.recruitment.id_parameter is None:
+        yield "recruitment.id_pattern", "checks recruitment ids; set id_parameter too"
+    if doc.team is not None:
+        return
+    for key in ("per_lobby_minute", "lobby_cap", "teammate_dropped"):
+        if doc.bonus is not None and getattr(doc.bonus, key):
+            yield f"bonus.{key}", "pays for a [team]'s lobby or seats; add a [team] or drop it"
+    for name in ("lobby_timeout", "dropped"):
+        if getattr(doc.recruitment.outcomes, name) is not None:
+            yield f"recruitment.outcomes.{name}", ("ends only a [team]'s people; add a [team] "
+                                                   "or drop it")
 
 
 def _formation_problems(team: schema.TeamSection,

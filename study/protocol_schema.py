@@ -19,9 +19,11 @@ from pydantic import (
     Field,
     WithJsonSchema,
     create_model,
+    model_validator,
 )
 
 from study.pool.names import TEAMMATE_RULES, UNPLACED
+from study.recruitment import OUTCOME_MEANINGS, pattern_problem
 from study.terms import ALGORITHMS, EXCLUSION_RULES
 from study.texts import DEFAULT_TEXTS, placeholders
 
@@ -51,6 +53,7 @@ COLOUR_PATTERN = r"^#[0-9a-fA-F]{6}$"
 INITIALS_PATTERN = r"^[A-Za-z0-9!]{1,4}$"
 VISIBLE = r"\S"
 LANGUAGE_PATTERN = r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$"
+COMPLETION_CODE_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
 # Readable wording for the patterns above, used in error messages.
 PATTERN_HINTS = {
@@ -64,6 +67,7 @@ PATTERN_HINTS = {
     VISIBLE: "must not be empty",
     URL_PATTERN: "must be an http:// or https:// address",
     LANGUAGE_PATTERN: 'must be a language tag like "en", "de" or "pt-BR"',
+    COMPLETION_CODE_PATTERN: "must be 1 to 64 letters, digits, '-' or '_'",
 }
 
 LIMITS = {"kits_per_type": 64, "pool_teams": 5_000_000, "seconds": 3600,
@@ -349,16 +353,55 @@ Texts = create_model("Texts", __base__=Strict,
 
 
 class Bonus(Strict):
-    """A performance bonus paid through the recruitment platform (docs/recruitment.md)."""
+    """A bonus paid through the recruitment platform (docs/recruitment.md): for
+    performance, for the wait in a [team]'s lobby, and for an end nobody chose."""
 
     per_cookie: float = Field(0.0, ge=0, le=100, description="Paid per cookie the "
                               "participant finished in the collaborative sessions.")
     per_team_cookie: float = Field(0.0, ge=0, le=100, description="Paid per cookie the team "
                                    "(participant and teammate) finished in those sessions.")
     cap: float | None = Field(None, ge=0, le=10_000, description="The most one participant "
-                                                                 "is paid.")
+                              "is paid, every reason together.")
+    per_lobby_minute: float = Field(0.0, ge=0, le=100, description="Paid per minute a person "
+                                    "waited in a [team]'s lobby, however the wait ended.")
+    lobby_cap: float | None = Field(None, ge=0, le=10_000, description="The most paid for "
+                                    "one person's wait in the lobby.")
+    unmatched: float = Field(0.0, ge=0, le=1000, description="Paid to a participant for whom "
+                             "no team or teammate could be formed (the unmatched page, after "
+                             "the lobby or the teammate's choice).")
+    teammate_dropped: float = Field(0.0, ge=0, le=1000, description="Paid once to each "
+                                    "person still in a team when an agent took over a "
+                                    "teammate's seat.")
     currency: str = Field("GBP", pattern=r"^[A-Z]{3}$", description="ISO 4217 code of the "
                           "amounts (the recruitment platform's study currency).")
+
+
+def _id_pattern(value: str) -> str:
+    problem = pattern_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+class End(Strict):
+    """Where one way out of the study sends a participant (docs/recruitment.md)."""
+
+    url: WebAddress | None = Field(None, description="The address the end page links to; "
+                                   "{id} is replaced by the participant's recruitment id.")
+    code: str | None = Field(None, pattern=COMPLETION_CODE_PATTERN,
+                             description="A code the end page shows, to copy into the "
+                                         "platform.")
+
+    @model_validator(mode="after")
+    def _url_or_code(self) -> End:
+        if self.url is None and self.code is None:
+            raise ValueError("needs a url, a code or both")
+        return self
+
+
+Outcomes = create_model("Outcomes", __base__=Strict, **{  # type: ignore[call-overload]
+    name: (End | None, Field(None, description=f"A participant who {meaning}."))
+    for name, meaning in OUTCOME_MEANINGS.items()})
 
 
 class Recruitment(Strict):
@@ -366,6 +409,10 @@ class Recruitment(Strict):
         None, pattern=PARAMETER_PATTERN,
         description="Query parameter of the start link carrying the platform's participant "
                     "id (e.g. PROLIFIC_PID); the same id resumes the same participant.")
+    id_pattern: Annotated[str, AfterValidator(_id_pattern)] | None = Field(
+        None, min_length=1, max_length=200,
+        description="A regular expression every recruitment id must match as a whole; "
+                    "default: the platform's id format by id_parameter (docs/recruitment.md).")
     completion_url: WebAddress | None = Field(
         None, description="Where the done page sends a participant who finished.")
     return_url: WebAddress | None = Field(
@@ -378,6 +425,10 @@ class Recruitment(Strict):
         60, description="An enrolled participant who has not consented by then expires.")
     binding_idle_minutes: Minutes = Field(
         30, description="After this idle time another browser may take over a code.")
+    outcomes: Outcomes = Field(  # type: ignore[valid-type]
+        default_factory=Outcomes,
+        description="A link or code per way out of the study; without one, finished uses "
+                    "completion_url and the others return_url.")
 
 
 class Analysis(Strict):

@@ -30,6 +30,7 @@ DEFAULT_TEXTS: dict[str, str] = {
     "stay": "Stay on this page",
     "taking_you_back": "Taking you back in {seconds} s.",
     "return": "Return to the study platform",
+    "completion_code": "Your completion code: {code}",
     # themes, teammate, robots
     "squares": "squares",
     "letters": "letters",
@@ -143,6 +144,11 @@ DEFAULT_TEXTS: dict[str, str] = {
     "unknown_title": "This link is not valid",
     "unknown_text": "No participant has this code. Please check the link you were given, or "
                     "ask the experimenter for a new one.",
+    "bad_id_title": "This link does not carry a valid participant id",
+    "bad_id_text": "The participant id in this link is not one the recruitment platform "
+                   "gives out, so the study cannot start from it. Please open the study "
+                   "again from the platform's page; if this page comes back, please "
+                   "contact the researchers.",
     "welcome_title": "Welcome to the bakery",
     "welcome_text": "Please open the personal link you were given to take part in the study.",
     "welcome_start": "Start a new visit",

@@ -7,10 +7,10 @@ import hashlib
 from typing import Any
 
 import pytest
-from test_recruitment import code_of, recruitment_protocol
+from test_recruitment import code_of, pid, recruitment_protocol
 from web_support import make_app, msg, page_socket
 
-RECRUITMENT_ID = "PROLIFIC-6a1f0c93be2d"
+RECRUITMENT_ID = pid("declines")
 
 
 @pytest.fixture
@@ -62,6 +62,6 @@ def test_only_a_hash_of_the_declined_id_is_kept(app):
 
 def test_another_recruitment_id_still_starts_afresh(app):
     code = decline(app, app.test_client())
-    other = app.test_client().get("/start?PROLIFIC_PID=someone-else")
+    other = app.test_client().get(f"/start?PROLIFIC_PID={pid('someone-else')}")
     assert code_of(other) != code
     assert step_seen(app, code_of(other), app.test_client()) == "consent"

@@ -7,8 +7,6 @@
 
   const app = document.getElementById("app");
   const code = app.dataset.code;
-  const completionUrl = app.dataset.completionUrl;  // the recruitment platform's (docs/recruitment.md)
-  const returnUrl = app.dataset.returnUrl;
   const REDIRECT_SECONDS = 10;
   let displaced = false;     // another tab of this browser took the study over
   const socket = io({ transports: ["websocket", "polling"] });
@@ -442,10 +440,13 @@
       completion());
   }
 
-  // The recruitment platform's completion link; the page goes there by itself after a few
+  // The recruitment platform's completion link for this end (state.end, from the protocol's
+  // [recruitment]; docs/recruitment.md); the page goes there by itself after a few
   // seconds unless the participant chooses to stay (to keep the private link, say).
   function completion() {
-    if (!completionUrl) return null;
+    const end = state.end || {};
+    if (!end.url) return endCode(end);
+    const completionUrl = end.url;
     let left = REDIRECT_SECONDS;
     const note = el("span", { class: "countdown" }, t("taking_you_back", { seconds: left }));
     const stay = el("button", { class: "button secondary", type: "button", "data-action": "stay" }, t("stay"));
@@ -455,15 +456,26 @@
       if (left <= 0) { clearInterval(countdown); location.assign(completionUrl); }
     }, 1000);
     stay.addEventListener("click", () => { clearInterval(countdown); note.remove(); stay.remove(); });
-    return el("div", { class: "completion" },
+    return el("div", { class: "completion" }, endCode(end),
       el("p", {}, el("a", { class: "button primary", href: completionUrl, "data-action": "complete" }, t("complete"))),
       el("p", {}, note, " ", stay));
   }
 
-  // The ends without completion (declined, withdrawn, not matched, ended by the
-  // experimenter): a link back to the recruitment platform when the protocol gives one.
+  // The other ends (declined, withdrawn, the lobby's timeout, not matched, dropped, ended
+  // by the experimenter): the code and the link back to the platform the protocol gives.
   function returnLink() {
-    return returnUrl ? el("p", {}, el("a", { class: "button primary", href: returnUrl, "data-action": "return" }, t("return"))) : null;
+    const end = state.end || {};
+    return [endCode(end),
+      end.url ? el("p", {}, el("a", { class: "button primary", href: end.url, "data-action": "return" }, t("return"))) : null];
+  }
+
+  // A completion code to copy into the platform, when the protocol gives this end one: the
+  // text around it as the protocol words it, the code itself set apart to select and copy.
+  function endCode(end) {
+    if (!end.code) return null;
+    const [before, after] = t("completion_code", { code: "\u0000" }).split("\u0000");
+    return el("p", { class: "completion-code", "data-outcome": end.outcome },
+      before, el("strong", { class: "code" }, end.code), after);
   }
 
   function viewEnded() { return card(state.page, returnLink()); }

@@ -76,6 +76,8 @@ def write_schema(target: str) -> None:
 
 def summary(protocol: Any) -> list[str]:
     """Readable lines describing the study a valid protocol sets up."""
+    from study.recruitment import bonus_summary
+
     rows = [
         ("conditions", _conditions(protocol)),
         ("sessions", _sessions(protocol)),
@@ -89,6 +91,8 @@ def summary(protocol: Any) -> list[str]:
         ("team", _team(protocol.team)) if protocol.team else ("teammate", _teammate(protocol)),
         ("solver", _solver(protocol)),
         ("recruitment", _recruitment(protocol.recruitment)),
+        ("ends", _ends(protocol.recruitment)),
+        ("bonus", bonus_summary(protocol.bonus) if protocol.bonus else "none"),
         ("analysis", _analysis(protocol.analysis)),
         ("preferences", f"{len(protocol.themes)} themes rated on a "
                         f"{protocol.preference_scale.points}-point scale"),
@@ -178,14 +182,25 @@ def _solver(protocol: Any) -> str:
 def _recruitment(recruitment: Any) -> str:
     enrolment = "open enrolment" if recruitment.open_enrolment else (
         "no open enrolment (links from the console or a recruitment id)")
+    expected = recruitment.id_format
     parts = [enrolment,
-             f"id parameter {recruitment.id_parameter or '-'}",
-             f"completion {recruitment.completion_url or '-'}",
-             f"return {recruitment.return_url or '-'}",
+             f"id parameter {recruitment.id_parameter or '-'}"
+             + (f" (ids of {expected.source}'s format, {expected.pattern})" if expected
+                else ""),
              f"unconsented expire after {recruitment.unconsented_expiry_minutes:g} min",
              f"a code's browser binding frees after {recruitment.binding_idle_minutes:g} min "
              "idle"]
     return "; ".join(parts)
+
+
+def _ends(recruitment: Any) -> str:
+    """Each way out of the study as its end page offers it: the address and the code."""
+    from study.recruitment import OUTCOMES
+
+    def shown(link: Any) -> str:
+        parts = [part for part in (link.url, link.code and f"code {link.code}") if part]
+        return " + ".join(parts) if parts else "-"
+    return "; ".join(f"{name} {shown(recruitment.end(name))}" for name in OUTCOMES)
 
 
 def _analysis(analysis: Any) -> str:

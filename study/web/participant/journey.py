@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from study.protocol import Protocol
+from study.recruitment import is_valid_id
 from study.solver import Policy
 from study.storage import Storage, to_json
 from study.storage_health import RETRY_AFTER_SECONDS, StorageUnavailable
@@ -115,8 +116,8 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         same recruitment id at once make one participant."""
         if code is not None and not CODE.match(code):
             raise Rejected("bad-code", "codes are 3-64 letters, digits, '-' or '_'")
+        recruitment_id = self._recruitment_id(external_ids or {})
         ids = {k[:64]: str(v)[:EXTERNAL_ID_LIMIT] for k, v in (external_ids or {}).items()}
-        recruitment_id = self._recruitment_id(ids)
         self.expire_unconsented()
         with self.storage.event() as db:
             existing = self._find(code, recruitment_id)
@@ -135,9 +136,20 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         return {**self.storage.participant(code), "created": True}  # type: ignore[dict-item]
 
     def _recruitment_id(self, ids: dict[str, str]) -> str | None:
-        parameter = self.protocol.recruitment.id_parameter
-        value = ids.get(parameter, "").strip() if parameter else ""
-        return value or None
+        """The link's recruitment id, as the link carried it (nothing cut off), if it has
+        the platform's format; any other id is refused before anything is stored: it
+        would reach the bulk bonus file (``study.recruitment``)."""
+        recruitment = self.protocol.recruitment
+        parameter, expected = recruitment.id_parameter, recruitment.id_format
+        if parameter is None or expected is None:
+            return None
+        value = str(ids.get(parameter, "")).strip()
+        if not value:
+            return None
+        if not is_valid_id(value, expected):
+            raise Rejected("bad-recruitment-id", f"{parameter} is not an id of "
+                                                 f"{expected.source}'s format")
+        return value
 
     def _find(self, code: str | None, recruitment_id: str | None) -> dict[str, Any] | None:
         """The participant of the code, else of the recruitment id (when no code is given),

@@ -10,8 +10,8 @@ same participant (``docs/recruitment.md``).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
-from urllib.parse import quote
 
 from flask import (
     Blueprint,
@@ -32,6 +32,7 @@ from study.web.participant.rejections import Rejected
 from study.web.serving import security
 
 blueprint = Blueprint("participant", __name__)
+log = logging.getLogger(__name__)
 MAX_PARAMETERS = 12
 FAVICON_SECONDS = 24 * 3600
 
@@ -71,7 +72,10 @@ def start() -> Any:
     ids = external_ids()
     parameter = study.protocol.recruitment.id_parameter
     if parameter and ids.get(parameter, "").strip():
-        participant = study.enrol(None, ids, origin="recruitment")
+        try:
+            participant = study.enrol(None, ids, origin="recruitment")
+        except Rejected:
+            return _bad_id()
     else:
         participant = _remembered()
         if participant is None and study.protocol.open_enrolment:
@@ -94,29 +98,27 @@ def page(code: str) -> Any:
         if not known and not study.protocol.open_enrolment:
             return _not_found("unknown")
         participant = study.enrol(code, external_ids(), origin="open")
-    except Rejected:
-        return _not_found("unknown")
+    except Rejected as rejection:
+        return _bad_id() if rejection.reason == "bad-recruitment-id" else _not_found("unknown")
     g.enrolled = participant.get("created", False)
-    recruitment = study.protocol.recruitment
-    page_html = render_template(
-        "participant.html", code=code, protocol=study.protocol,
-        completion_url=platform_address(recruitment.completion_url, participant),
-        return_url=platform_address(recruitment.return_url, participant))
+    page_html = render_template("participant.html", code=code, protocol=study.protocol)
     return _remember(make_response(page_html), code)
-
-
-def platform_address(template: str | None, participant: dict[str, Any]) -> str:
-    """A completion or return address with ``{id}`` replaced by the participant's
-    recruitment id (SONA's credit link needs its survey code); empty when none is set."""
-    if not template:
-        return ""
-    return template.replace("{id}", quote(participant.get("recruitment_id") or "", safe=""))
 
 
 def _not_found(reason: str) -> tuple[str, int]:
     """A clear page for a link that leads to no participant (nothing is created)."""
     return render_template("link.html", protocol=journey().protocol, reason=reason,
                            return_url=journey().protocol.recruitment.return_url), 404
+
+
+def _bad_id() -> tuple[str, int]:
+    """A clear page for a start link whose recruitment id is not of the platform's format:
+    nothing is created (the id would reach the bulk bonus file); the log keeps no byte
+    of it."""
+    log.info("a link's %s is not a recruitment id of the expected format: refused",
+             journey().protocol.recruitment.id_parameter)
+    return render_template("link.html", protocol=journey().protocol, reason="bad-id",
+                           return_url=journey().protocol.recruitment.return_url), 400
 
 
 def _remember(response: Response, code: str) -> Response:

@@ -9,7 +9,7 @@ from typing import Any
 from study.cookies import target
 from study.protocol import TASK_NAMES, Protocol
 from study.storage import Storage
-from study.web.participant import pages
+from study.web.participant import ends, pages
 from study.web.participant.admission import Admission
 from study.web.participant.pages import ROUND_STEPS, session_number
 from study.web.participant.rejections import Rejected
@@ -53,6 +53,8 @@ class PageState:
                  "robot": {"name": robot} if robot else None, "round": None,
                  "last_round": self._last_round_summary(participant["id"])}  # type: ignore[index]
         state.update(pages.status(self.protocol, self.storage, participant))  # type: ignore[arg-type]
+        state["end"] = ends.end_of(self.protocol, self.storage, participant,  # type: ignore[arg-type]
+                                   state["hold"])
         if step in ROUND_STEPS:
             state["round"] = self._round_state(self._session(participant["id"],  # type: ignore[index]
                                                              ROUND_STEPS[step]))
