@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "backup": "copy a study database while it runs, checked",
     "calibrate": "calibrate a protocol's reference speeds (and ranges, FEA bounds) from a "
                  "pilot database",
+    "contrast": "how much the protocol's robots differ in its target teams",
 }
 
 

@@ -304,3 +304,86 @@ def test_a_clipped_capability_is_flagged_and_keeps_its_raw_speed(tmp_path):
     assert letters["speed"] / letters["reference_speed"] > 0.99
     assert rows[0]["clipped"] == int(not 0.01 < rows[0]["speed"] / rows[0]["reference_speed"]
                                      < 0.99)
+
+
+# --- the contrast before the study ----------------------------------------------------------
+
+
+def solved_contrast(pool: Pool, conditions) -> dict:
+    """The contrast recomputed team by team with the solver, not from the pool's columns:
+    each target team solved by each robot, its goal, its plan, and the rounds each human
+    spends on their most capable and most preferred type counted from the goal."""
+    from study.model import Algorithm, Team
+    from study.solver import solve
+
+    spec = pool.spec
+    c, p = pool.coefficients
+    rows = np.flatnonzero(pool.eligible())
+    algorithms = [Algorithm("fea", w=spec.fea.w, lo=spec.fea.lo, hi=spec.fea.hi)
+                  if condition.algorithm == "fea" else Algorithm(condition.algorithm)
+                  for condition in conditions]
+    differ, moved, rounds = [], [], []
+    for team in rows:
+        policies = [solve(Team(c[team], p[team]), algorithm, spec.kits)
+                    for algorithm in algorithms]
+        goals = [policy.goal_allocation for policy in policies]
+        plans = [tuple(map(tuple, policy.plan)) for policy in policies]
+        differ.append(plans[0] != plans[1])
+        assert differ[-1] == (goals[0] != goals[1]).any(), "plans differ where goals do"
+        top = int(np.argmax(np.abs(c[team, :, 1] - c[team, :, 0])))  # two types: the larger
+        order = [top, 1 - top]                                      # advantage is the top
+        moved.append([np.abs(goals[0][i] - goals[1][i]).sum() / 2 for i in order])
+        rounds.append([[goal[i][int(np.argmax(c[team, i]))] for i in order]
+                       + [goal[i][int(np.argmax(p[team, i]))] for i in order]
+                       for goal in goals])
+    return {"share": np.mean(differ), "teams": int(np.sum(differ)),
+            "moved": np.mean(moved, axis=0), "rounds": np.mean(rounds, axis=0)}
+
+
+def test_the_contrast_is_what_solving_every_target_team_gives(tmp_path):
+    from study.pool.contrast import contrast
+
+    spec = PoolSpec.from_protocol(PROTOCOLS / "study2-paper.toml").with_changes(teams=1200)
+    pool = Pool.load(build_pool(spec, tmp_path / "pool.parquet", progress=False))
+    protocol = load_protocol(PROTOCOLS / "study2-paper.toml")
+    figures = contrast(pool, protocol.conditions)
+    expected = solved_contrast(pool, protocol.conditions)
+    pair = figures["pairs"][0]
+    assert pair["robots"] == ["efficient", "fea"]
+    assert figures["target_teams"] == int(pool.eligible().sum()) > 300
+    assert pair["teams_differ"] == expected["teams"] > 0
+    assert pair["share_differ"] == pytest.approx(expected["share"], abs=1e-12)
+    assert [pair["rounds_differ"][role] for role in ("most_capable", "other")] == \
+        pytest.approx(expected["moved"])
+    for k, robot in enumerate(("efficient", "fea")):
+        roles = figures["per_robot"][robot]
+        assert [roles["most_capable"]["capable"], roles["other"]["capable"],
+                roles["most_capable"]["preferred"], roles["other"]["preferred"]] == \
+            pytest.approx(expected["rounds"][k])
+
+
+def test_a_robot_the_pool_did_not_solve_is_left_out_and_said_so(study2_pool):
+    from dataclasses import replace
+
+    from study.pool.contrast import contrast
+
+    protocol = load_protocol(PROTOCOLS / "study2-paper.toml")
+    conditions = [protocol.conditions[0], replace(protocol.conditions[1], w=0.5)]
+    figures = contrast(study2_pool, conditions)
+    assert figures["pairs"] == [] and figures["left_out"] == ["fea: FEA w 0.5, the pool's 0.7"]
+
+
+def test_study_contrast_prints_the_pairs_and_the_rounds_per_role(tmp_path, capsys):
+    path = write_protocol(tmp_path, "study2", "teams = 100_000", "teams = 5_000")
+    assert study_main(["contrast", str(path), "--pools", str(tmp_path / "pools")]) == 0
+    out = capsys.readouterr().out
+    assert "target teams (team type in mixed; participant as the most capable human)" in out
+    pair = next(line for line in out.splitlines() if line.startswith("  efficient / fea"))
+    assert "%" in pair
+    assert "efficient (Robot Chris)" in out and "fea (Robot Pat)" in out
+    assert len(list((tmp_path / "pools").glob("*.parquet"))) == 1, "the pool is cached"
+    assert study_main(["contrast", str(path), "--pools", str(tmp_path / "pools"),
+                       "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    share = figures["pairs"][0]["share_differ"]
+    assert f"{100 * share:.1f}% ({figures['pairs'][0]['teams_differ']:,})" in pair
