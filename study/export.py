@@ -108,6 +108,10 @@ CODEBOOK: tuple[Table, ...] = (
                "when they withdrew, read from the step log before it was erased (the "
                "report's flow places the withdrawal there)",
                allowed="a step of `step` before withdrawn, or empty"),
+        Column("tie_preferred", "INTEGER", "with equal theme ratings under the protocol's "
+               "tied_ratings = \"random\": the task type drawn at the ratings to count as "
+               "the one the participant prefers (the live team's type reads their correlation "
+               "from it)", allowed="0 (squares), 1 (letters), or empty"),
     )),
     Table("steps", "one step reached by a participant (the journey's event log)", (
         _id(), _fk("participant_id", "participants"),
@@ -499,6 +503,29 @@ CODEBOOK: tuple[Table, ...] = (
         Column("pool_metadata", "TEXT (JSON)", "the pool file's metadata (spec, seed, digest, "
                "FEA bounds, package versions)"),
         Column("version", "TEXT", "version of the study platform"),
+    )),
+    Table("bonus_exports", "one `study export --bonus` that wrote lines (docs/recruitment.md)", (
+        _id(),
+        _at("at", "when the files were written"),
+        Column("again", "INTEGER", "whether it wrote lines exported before too (--again)",
+               allowed="0, 1"),
+        Column("source", "TEXT", "where the [bonus] rule came from: the database's protocol "
+               "snapshot or a protocol file"),
+        Column("rule", "TEXT (JSON)", "the [bonus] rule applied"),
+        Column("currency", "TEXT", "ISO 4217 code of the amounts"),
+        Column("lines", "INTEGER", "lines in bonus-details.csv", allowed=">= 1"),
+        Column("people", "INTEGER", "lines in bonus.csv: recruitment ids paid", allowed=">= 0"),
+        Column("total", "REAL", "the sum of bonus.csv's amounts", units="currency",
+               allowed=">= 0"),
+    )),
+    Table("bonus_lines", "one participant's line of one bonus export, for one reason (a "
+          "withdrawal keeps it: it records a payment, by code only)", (
+        _id(), _fk("export_id", "bonus_exports"),
+        Column("code", "TEXT", "the participant's code"),
+        Column("reason", "TEXT", "what the line pays for",
+               allowed="performance, lobby-wait, unmatched, teammate-dropped"),
+        Column("amount", "REAL", "the amount, after the cap", units="currency",
+               allowed=">= 0"),
     )),
 )
 

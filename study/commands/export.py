@@ -20,9 +20,14 @@ def register(subcommands: argparse._SubParsersAction) -> None:
     parser.add_argument("db", type=Path, help="the study database (.sqlite)")
     parser.add_argument("--out", type=Path, required=True, help="directory to write into")
     parser.add_argument("--bonus", action="store_true",
-                        help="write only the bonuses of the participants who finished, by "
-                             "the protocol's [bonus] formula: bonus.csv (the platform's bulk "
-                             "bonus lines, id,amount) and bonus-details.csv")
+                        help="write only the bonuses by the protocol's [bonus]: bonus.csv "
+                             "(the platform's bulk bonus lines, id,amount, one per person) "
+                             "and bonus-details.csv (each line with its reason); the lines "
+                             "are recorded in the database, and a later --bonus writes only "
+                             "lines not exported before")
+    parser.add_argument("--again", action="store_true",
+                        help="with --bonus: write every line, those exported before too "
+                             "(a lost file; whoever was paid already would be paid twice)")
     parser.add_argument("--protocol", type=Path,
                         help="with --bonus: take the formula from this protocol file rather "
                              "than the database's snapshot of the protocol it ran")
@@ -31,7 +36,9 @@ def register(subcommands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.bonus:
-        return write_bonuses(args.db, args.out, args.protocol)
+        return write_bonuses(args.db, args.out, args.protocol, args.again)
+    if args.again:
+        raise InvalidInput("--again", True, "belongs to --bonus")
     try:
         export = build_export(args.db)
     except FileNotFoundError as error:
@@ -45,25 +52,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_bonuses(db: Path, out: Path, protocol: Path | None) -> int:
-    from study.bonus import bonuses
+def write_bonuses(db: Path, out: Path, protocol: Path | None, again: bool) -> int:
+    from study.bonus import REASONS, export_bonuses
+    from study.recruitment import bonus_summary
 
-    if not db.is_file():
-        raise InvalidInput("DB", str(db), "no such database")
-    result = bonuses(db, protocol)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bonus.csv").write_bytes(result.platform_csv())
-    (out / "bonus-details.csv").write_bytes(result.details_csv())
-    table = result.table
-    payable = table[table["recruitment_id"].notna() & (table["amount"] > 0)]
-    rule = result.rule
-    print(f"bonus from {result.source}: {rule.per_cookie:g} per cookie, "
-          f"{rule.per_team_cookie:g} per team cookie"
-          + (f", at most {rule.cap:g}" if rule.cap is not None else "") + f" {rule.currency}")
-    print(f"{len(table)} finished, {len(payable)} paid, total "
-          f"{payable['amount'].sum():.2f} {rule.currency} -> {out / 'bonus.csv'}")
-    missing = int(table["recruitment_id"].isna().sum())
+    result, written = export_bonuses(db, out, protocol, again)
+    table, payable, money = result.table, result.payable(), result.rule.currency
+    print(f"bonus from {result.source}: {bonus_summary(result.rule)}")
+    if result.earlier:
+        print(f"{result.earlier} lines were exported before and are left out (--again "
+              "writes them too)")
+    if not written:
+        print("nothing new to pay: no file written")
+        return 0
+    counts = table["reason"].value_counts()
+    print(", ".join(f"{counts[reason]} {reason}" for reason in REASONS if reason in counts)
+          + f" lines; {len(payable)} people paid, total {payable['amount'].sum():.2f} "
+            f"{money} -> {written[0]}")
+    missing = table.loc[table["recruitment_id"].isna(), "code"].nunique()
     if missing:
-        print(f"warning: {missing} finished participants have no recruitment id and are "
-              "only in bonus-details.csv", file=sys.stderr)
+        print(f"warning: {missing} participants have no recruitment id and are only in "
+              f"{written[1].name}", file=sys.stderr)
     return 0
