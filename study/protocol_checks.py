@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 import types
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from study.terms import InvalidInput, validate_kits
 
 Problem = tuple[str, str]  # dotted field, message
 ROBOT_PLACEHOLDER = re.compile(r"\{robot:([a-z][a-z0-9_-]*)\}")
+# Explicit bidirectional formatting: embeddings, overrides, their end, and isolates.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 # --- schema errors as field and message -------------------------------------------------
@@ -194,6 +197,8 @@ def cross_problems(doc: schema.ProtocolFile, data: dict[str, Any]) -> Iterator[P
     yield from _scale_problems(doc)
     yield from _questionnaire_problems(doc)
     yield from _robot_reference_problems(doc, data)
+    yield from _character_problems(data)
+    yield from _calibration_problems(doc)
     yield from _analysis_problems(doc)
     yield from _pool_problems(doc)
     yield from _team_problems(doc)
@@ -287,6 +292,30 @@ def _robot_reference_problems(doc: schema.ProtocolFile,
         for ref in ROBOT_PLACEHOLDER.findall(text):
             if ref not in ids:
                 yield dotted, f"{{robot:{ref}}} names no condition ({', '.join(sorted(ids))})"
+
+
+def _character_problems(data: dict[str, Any]) -> Iterator[Problem]:
+    """No text holds a control character (only newline and tab) or a bidirectional
+    override, embedding or isolate: they hide or reorder what a page, the console or a
+    terminal shows (TOML lets them in as escapes such as \\u0000 and \\u202e)."""
+    for dotted, text in _texts(data, ""):
+        hidden = next((char for char in text if _hidden(char)), None)
+        if hidden is not None:
+            yield dotted, (f"holds the invisible character U+{ord(hidden):04X} "
+                           f"({unicodedata.name(hidden, 'a control character')}); "
+                           "remove it")
+
+
+def _hidden(char: str) -> bool:
+    return char in BIDI_CONTROLS or (
+        unicodedata.category(char) == "Cc" and char not in "\n\t")
+
+
+def _calibration_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    calibration = doc.calibration
+    if calibration is not None and calibration.last < calibration.first:
+        yield "calibration.last", (f"{calibration.last} is before first ({calibration.first}): "
+                                   "the pilot's last measurement cannot precede its first")
 
 
 def _texts(node: Any, dotted: str) -> Iterator[tuple[str, str]]:

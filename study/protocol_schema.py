@@ -9,6 +9,7 @@ that must exist, kits that must agree). The same models publish the JSON Schema
 from __future__ import annotations
 
 import math
+from datetime import date
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -53,6 +54,7 @@ COLOUR_PATTERN = r"^#[0-9a-fA-F]{6}$"
 INITIALS_PATTERN = r"^[A-Za-z0-9!]{1,4}$"
 VISIBLE = r"\S"
 LANGUAGE_PATTERN = r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$"
+DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 COMPLETION_CODE_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
 # Readable wording for the patterns above, used in error messages.
@@ -67,6 +69,7 @@ PATTERN_HINTS = {
     VISIBLE: "must not be empty",
     URL_PATTERN: "must be an http:// or https:// address",
     LANGUAGE_PATTERN: 'must be a language tag like "en", "de" or "pt-BR"',
+    DAY_PATTERN: 'must be a day written "YYYY-MM-DD"',
     COMPLETION_CODE_PATTERN: "must be 1 to 64 letters, digits, '-' or '_'",
 }
 
@@ -116,6 +119,15 @@ def _web_address(value: str) -> str:
     return value
 
 
+def _calendar_day(value: str) -> str:
+    """A "YYYY-MM-DD" that names a real day (not 2026-13-45)."""
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        raise ValueError("is not a day of the calendar") from None
+    return value
+
+
 def _interval_leaves(value: list[Any]) -> list[Any]:
     """Pool ranges nest at most three lists deep and hold finite numbers in [0, 1]; their
     shape (per task type, per human) is checked by ``study.pool``."""
@@ -133,15 +145,12 @@ def _interval_leaves(value: list[Any]) -> list[Any]:
     return value
 
 
-def _one_or_many(value: Any) -> Any:
-    return [value] if isinstance(value, str) else value
-
-
 Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, max_length=40)]
 Seconds = Annotated[float, Field(ge=1, le=LIMITS["seconds"])]
 Minutes = Annotated[float, Field(gt=0, le=LIMITS["minutes"])]
 WebAddress = Annotated[str, Field(max_length=2000, pattern=URL_PATTERN),
                        AfterValidator(_web_address)]
+Day = Annotated[str, Field(pattern=DAY_PATTERN), AfterValidator(_calendar_day)]
 _INTERVAL_SCHEMA = {"type": "array", "minItems": 2, "maxItems": 2,
                     "items": {"type": "number", "minimum": 0, "maximum": 1}}
 Intervals = Annotated[
@@ -152,12 +161,13 @@ Intervals = Annotated[
         {"type": "array", "items": {"type": "array", "items": _INTERVAL_SCHEMA}}],
         "description": "[lo, hi] for every coefficient, one [lo, hi] per task type, or "
                        "one such list per human; bounds within [0, 1]"})]
-_TEAM_TYPE_SCHEMA = {"type": "string", "enum": list(TEAM_TYPES)}
-TeamTypes = Annotated[list[Literal[TEAM_TYPES]], BeforeValidator(_one_or_many),
+# A list, as for every other list key: "mixed" alone is refused like kits = "2, 2".
+TeamTypes = Annotated[list[Literal[TEAM_TYPES]],
                       Field(min_length=1, max_length=len(TEAM_TYPES)),
-                      WithJsonSchema({"anyOf": [_TEAM_TYPE_SCHEMA, {
-                          "type": "array", "items": _TEAM_TYPE_SCHEMA, "minItems": 1,
-                          "maxItems": len(TEAM_TYPES), "uniqueItems": True}]})]
+                      WithJsonSchema({"type": "array",
+                                      "items": {"type": "string", "enum": list(TEAM_TYPES)},
+                                      "minItems": 1, "maxItems": len(TEAM_TYPES),
+                                      "uniqueItems": True})]
 
 
 # --- [study], [cookies], [[themes]], [[conditions]] --------------------------------------
@@ -455,8 +465,9 @@ class Calibration(Strict):
     pilot_sha256: str = Field(pattern=r"^[0-9a-f]{64}$",
                               description="SHA-256 of the pilot database.")
     participants: int = Field(ge=1, description="Pilot participants the values came from.")
-    first: str = Field(max_length=10, description="Day of the first pilot measurement (UTC).")
-    last: str = Field(max_length=10, description="Day of the last pilot measurement (UTC).")
+    first: Day = Field(description="Day of the first pilot measurement (UTC).")
+    last: Day = Field(description="Day of the last pilot measurement (UTC), not before "
+                                  "first.")
     rule: str = _text(2000, "How the values were chosen.")
     changes: list[Annotated[str, Field(max_length=2000)]] = Field(
         max_length=20, description="Every value changed, as 'key: old -> new'.")

@@ -274,6 +274,26 @@ CASES = [
          'colour = "purple"', "themes.0.colour"),
     Case("theme-text-punctuation", "a theme text without letters", 'text = "GO RAVENS"',
          'text = "!!!"', "themes.0.text"),
+    Case("text-bidi-override", "a right-to-left override pasted into a question",
+         'text = "Your age in years"', 'text = "Your age in \u202eyears"',
+         "questionnaires.post.items.<post:age>.text"),
+    Case("text-nul-escape", "a NUL written as an escape", 'text = "Your age in years"',
+         'text = "Your age\\u0000 in years"', "questionnaires.post.items.<post:age>.text"),
+    Case("text-terminal-escape", "a terminal escape sequence in a page title",
+         'title = "Welcome to the bakery"', 'title = "Welcome to the bakery\\u001b[2J"',
+         "pages.consent.title"),
+    Case("type-team-types-text", "one team type as text", "[pool.teammate]\n",
+         '[pool.teammate]\nteam_types = "mixed"\n', "pool.teammate.team_types", "team_types"),
+    Case("date-impossible", "a calibration day that is not in the calendar", "\n[pool]\n",
+         '\n[calibration]\npilot = "pilot.sqlite"\npilot_sha256 = "' + "0" * 64 + '"\n'
+         'participants = 12\nfirst = "2026-13-45"\nlast = "2026-03-20"\n'
+         'rule = "median speed"\nchanges = []\n\n[pool]\n', "calibration.first",
+         'first = "2026-13-45"'),
+    Case("date-reversed", "a calibration's last day before its first", "\n[pool]\n",
+         '\n[calibration]\npilot = "pilot.sqlite"\npilot_sha256 = "' + "0" * 64 + '"\n'
+         'participants = 12\nfirst = "2026-03-20"\nlast = "2026-03-02"\n'
+         'rule = "median speed"\nchanges = []\n\n[pool]\n', "calibration.last",
+         'last = "2026-03-02"'),
     # --- parts that must agree ---
     Case("robots-same-name", "both robots called Chris", 'robot = "Pat"', 'robot = "Chris"',
          "conditions.1.robot"),

@@ -83,6 +83,18 @@ def test_errors_name_the_line_and_the_field(old, new, field, words):
                               if line.startswith(new))
 
 
+def test_hidden_characters_are_refused_but_tabs_newlines_and_right_to_left_text_pass():
+    for hidden in ("\\u0000", "\\u0007", "\\u007f", "\\u0085", "\\r", "\\u202d", "\\u2066"):
+        error, _ = broken('text = "Your age in years"', f'text = "Your age{hidden} in years"')
+        assert error.field.endswith(".text") and "invisible character U+" in str(error)
+    # Arabic with a right-to-left mark, a tab and a newline: what real texts hold
+    fine = DEMO_TEXT.replace('text = "Your age in years"',
+                             'text = "\\u0627\\u0644\\u0639\\u0645\\u0631\\u200f\\tin\\nyears"')
+    age = next(item for item in parse_protocol(fine, "demo.toml").post_questionnaire.items
+               if item.id == "age")
+    assert age.text == "\u0627\u0644\u0639\u0645\u0631\u200f\tin\nyears"
+
+
 def test_a_misspelt_page_is_named_with_a_suggestion():
     error, _ = broken("[pages.debrief]", "[pages.debriefing]")
     assert error.field == "pages.debriefing" and "did you mean 'debrief'?" in str(error)
