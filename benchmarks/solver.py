@@ -6,7 +6,8 @@
 1. Per algorithm, per team: pymdptoolbox (building each team's MDP, as a per-team study
    would), the batch plan (``solve_batch`` over many teams), the action table in every
    state, and one team alone through ``solve`` (the live path: the plan, goal and reward
-   the web app reads), the last also against ``solve_batch`` called with one team.
+   the web app reads), the last also against ``solve_batch`` called with one team; the
+   presets, then two declared algorithms (weighted terms taking the general path).
 2. Many teams, three algorithms: ``solve_batch`` once per algorithm, and the pool's path
    (the goal sums shared by the three algorithms, then each one's optimal goals).
 
@@ -34,6 +35,8 @@ from study.solver import (
 )
 
 ALGORITHMS = (Algorithm("efficient"), Algorithm("fair"), Algorithm("fea", lo=0.0, hi=2.0))
+DECLARED = (Algorithm("maximin", terms={"efficiency": 0.5, "egalitarian_c": 0.5}),
+            Algorithm("nash", terms={"efficiency": 0.3, "nash_c": 0.4, "nash_p": 0.3}))
 
 
 def random_teams(count: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
@@ -103,14 +106,15 @@ def per_team_table(c: np.ndarray, p: np.ndarray, batch_teams: int, repeats: int)
     print(f"{'per team':<26}{'pymdptoolbox':>14}{'batch plan':>12}{'ratio':>8}"
           f"{'table':>10}{'ratio':>7}{'one team':>10}{'ratio':>7}{'batch of 1':>12}"
           f"{'ratio':>7}")
-    for algorithm in ALGORITHMS:
+    for algorithm in (*ALGORITHMS, *DECLARED):
         reference = reference_per_team(c[sample], p[sample], algorithm)
         plan = seconds(lambda a=algorithm: solve_batch(big_c, big_p, a), repeats) / batch_teams
         table = seconds(lambda a=algorithm: exact_action_table(
             space, goal_rewards(space, a, c, p)), repeats) / len(c)
         live = one_team(c, p, algorithm, repeats)
         plain = seconds(lambda a=algorithm: one_team_by_batch(c, p, a), repeats) / len(c)
-        print(f"{algorithm.describe():<26}{reference * 1e3:>11.3f} ms{plan * 1e6:>9.2f} us"
+        label = algorithm.describe() if algorithm in ALGORITHMS else algorithm.name
+        print(f"{label:<26}{reference * 1e3:>11.3f} ms{plan * 1e6:>9.2f} us"
               f"{reference / plan:>8.0f}{table * 1e6:>7.2f} us{reference / table:>7.0f}"
               f"{live * 1e6:>7.2f} us{reference / live:>7.0f}{plain * 1e6:>9.2f} us"
               f"{plain / live:>7.1f}")

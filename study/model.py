@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
@@ -21,7 +22,11 @@ from study.terms import (
     ALGORITHMS,
     DEFAULT_FEA_WEIGHT,
     DEFAULT_KITS,
+    SHARING_TERMS,
+    TERMS,
     InvalidInput,
+    preset_terms,
+    terms_problems,
     validate_kits,
 )
 
@@ -137,18 +142,83 @@ def _finite_number(value: object) -> bool:
         return False
 
 
+# A goal reward given as code: ``c, p [B, h, n]`` and goal allocations ``[B, G, h, n]``
+# (read-only) -> one value in [0, 1] per goal, ``[B, G]``.
+GoalRewardFunction = Callable[[np.ndarray, np.ndarray, np.ndarray], object]
+
+
+@dataclass(frozen=True)
+class GoalRewardCode:
+    """A goal reward given as code (``python = "pkg.module:fn"``), its every answer checked:
+    the solver's guarantees hold only for one finite value in [0, 1] per goal."""
+
+    source: str
+    function: GoalRewardFunction = field(compare=False)
+
+    def rewards(self, c: np.ndarray, p: np.ndarray, allocations: np.ndarray) -> np.ndarray:
+        """``[B, G]`` goal rewards of teams ``c, p [B, h, n]`` at ``allocations [B, G, h, n]``."""
+        try:
+            values = self.function(c, p, allocations)
+        except Exception as error:  # the lab's code: whatever fails is reported as its fault
+            raise InvalidInput("python", self.source, f"raised {type(error).__name__}: "
+                                                      f"{error}") from error
+        return checked_code_rewards(self.source, values, allocations.shape[:2])
+
+
+def checked_code_rewards(source: str, values: object, shape: tuple[int, ...]) -> np.ndarray:
+    """``values`` as a float array of ``shape``, or an error saying what is wrong with it."""
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise InvalidInput("python", source, f"returned {type(values).__name__}, not numbers "
+                                             f"({error})") from None
+    if array.shape != tuple(shape):
+        raise InvalidInput("python", source, f"returned shape {list(array.shape)}; a goal "
+                                             f"reward returns one value per team and goal, "
+                                             f"{list(shape)}")
+    for wrong, rule in ((~np.isfinite(array), "values must be finite"),
+                        ((array < 0) | (array > 1), "values must lie in [0, 1]")):
+        if wrong.any():
+            team, goal = (int(i) for i in np.argwhere(wrong)[0])
+            raise InvalidInput("python", source, f"returned {float(array[team, goal])!r} at "
+                                                 f"team {team}, goal {goal}; {rule}")
+    return array
+
+
+def _canonical_terms(terms: Mapping[str, float] | tuple[tuple[str, float], ...]
+                     ) -> tuple[tuple[str, float], ...]:
+    """Weighted terms in ``TERMS`` order (efficiency first), checked."""
+    given = dict(terms)
+    problems = terms_problems(given)
+    if problems:
+        term, message = problems[0]
+        raise InvalidInput("terms" if term is None else f"terms.{term}", given, message)
+    return tuple((name, float(given[name])) for name in TERMS if name in given)
+
+
+# How an algorithm's goal reward is computed: the presets' own float paths, any weighted
+# terms, or code.
+_EFFICIENCY, _FAIRNESS, _FEA, _TERMS, _CODE = "efficiency", "fairness", "fea", "terms", "code"
+
+
 @dataclass(frozen=True)
 class Algorithm:
-    """An allocation objective: its name and, for FEA, weight and scaling bounds."""
+    """An allocation objective (MODEL.md, Algorithms as data): a preset by name
+    (``efficient``, ``fair``, ``fea`` with weight ``w``), or a declared one, weighted
+    ``terms`` (a mapping is accepted and kept as pairs in ``TERMS`` order) or a goal
+    reward given as ``code``. ``lo, hi`` scale the fair_equity term; with ``memory`` the
+    goal reward counts the kits of the study's earlier sessions (a solve's ``history``)."""
 
     name: str
     w: float = DEFAULT_FEA_WEIGHT
     lo: float = 0.0
     hi: float = 1.0
+    terms: tuple[tuple[str, float], ...] = ()
+    memory: bool = False
+    code: GoalRewardCode | None = None
+    form: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.name not in ALGORITHMS:
-            raise InvalidInput("algorithm", self.name, f"must be one of {', '.join(ALGORITHMS)}")
         for name in ("w", "lo", "hi"):
             value = getattr(self, name)
             if not _finite_number(value):
@@ -157,21 +227,69 @@ class Algorithm:
             raise InvalidInput("w", self.w, "must be within [0, 1]")
         if self.hi <= self.lo:
             raise InvalidInput("fea bounds", (self.lo, self.hi), "hi must be greater than lo")
+        if not isinstance(self.memory, bool):
+            raise InvalidInput("memory", self.memory, "must be true or false")
+        declared = bool(self.terms) or self.code is not None
+        if declared and self.name in ALGORITHMS:
+            raise InvalidInput("algorithm", self.name, "names a preset, whose terms are fixed; "
+                                                       "give a declared algorithm its own name")
+        if self.terms and self.code is not None:
+            raise InvalidInput("algorithm", self.name, "takes weighted terms or code, not both")
+        terms = (() if self.code is not None
+                 else _canonical_terms(self.terms or preset_terms(self.name, self.w)))
+        object.__setattr__(self, "terms", terms)
+        object.__setattr__(self, "form", _CODE if self.code is not None else _form_of(terms))
 
-    def goal_reward(self, c: np.ndarray, p: np.ndarray, allocation: np.ndarray) -> np.ndarray:
-        return goal_reward(self, c, p, allocation)
+    @property
+    def uses_bounds(self) -> bool:
+        """Whether the fair_equity term (scaled by ``lo, hi``) is part of the reward."""
+        return any(name == "fair_equity" for name, _ in self.terms)
 
-    def running_unfairness(self, c: np.ndarray, p: np.ndarray,
-                           allocation: np.ndarray) -> np.ndarray:
-        """The unfairness this algorithm's reward penalises: ``|F|``, or ``FE'`` for FEA."""
-        if self.name == "fea":
+    def goal_reward(self, c: np.ndarray, p: np.ndarray, allocation: np.ndarray,
+                    history: np.ndarray | None = None) -> np.ndarray:
+        return goal_reward(self, c, p, allocation, history)
+
+    def running_unfairness(self, c: np.ndarray, p: np.ndarray, allocation: np.ndarray,
+                           history: np.ndarray | None = None) -> np.ndarray:
+        """The unfairness this algorithm's reward penalises: ``|F|`` for Efficient and
+        Fair, ``FE'`` for FEA; for other terms the weighted mean of ``1 - term`` over its
+        terms of sharing (``SHARING_TERMS``), ``|F|`` when it has none (or is code). With
+        memory, of the totals including ``history``."""
+        if self.memory and history is not None:
+            allocation = np.asarray(allocation, dtype=float) + history
+        sharing = [(name, weight) for name, weight in self.terms if name in SHARING_TERMS]
+        if [name for name, _ in sharing] == ["fair_equity"]:
             return scaled_fair_equity(c, p, allocation, self.lo, self.hi)
-        return np.abs(fairness(c, p, allocation))
+        if not sharing or [name for name, _ in sharing] == ["fairness"]:
+            return np.abs(fairness(c, p, allocation))
+        sums = HumanSums.of(c, p, allocation)
+        total = math.fsum(weight for _, weight in sharing)
+        return sum(weight * (1.0 - term_value(name, sums, self))
+                   for name, weight in sharing) / total
 
     def describe(self) -> str:
+        memory = ", memory over the study" if self.memory else ""
+        if self.name in ALGORITHMS and self.name != "fea":
+            return self.name + (f"({memory[2:]})" if memory else "")
         if self.name == "fea":
-            return f"fea(w={self.w:g}, bounds={self.lo:g}..{self.hi:g})"
-        return self.name
+            return f"fea(w={self.w:g}, bounds={self.lo:g}..{self.hi:g}{memory})"
+        if self.code is not None:
+            return f"{self.name}(code {self.code.source}{memory})"
+        terms = " + ".join(f"{weight:g} {name}" for name, weight in self.terms)
+        bounds = f", bounds={self.lo:g}..{self.hi:g}" if self.uses_bounds else ""
+        return f"{self.name}({terms}{bounds}{memory})"
+
+
+def _form_of(terms: tuple[tuple[str, float], ...]) -> str:
+    """The presets' shapes keep their own (float) paths; anything else is weighted terms."""
+    names = tuple(name for name, _ in terms)
+    if names == ("efficiency",):
+        return _EFFICIENCY
+    if names == ("fairness",):
+        return _FAIRNESS
+    if names == ("efficiency", "fair_equity"):
+        return _FEA
+    return _TERMS
 
 
 # --- metrics ---------------------------------------------------------------------------
@@ -234,6 +352,14 @@ class HumanSums:
     def fair_equity(self) -> np.ndarray:
         return _difference(self.preference / self.inputs)
 
+    def capability_utilities(self) -> np.ndarray:
+        """``u_i^c``: each human's output rate, capability-weighted kits over their kits."""
+        return self._per_kit(self.capability, self.kits)
+
+    def preference_utilities(self) -> np.ndarray:
+        """``u_i^p``: the share of each human's time on what they prefer."""
+        return self._per_kit(self.preference, self.kits)
+
 
 class GoalSums(HumanSums):
     """``HumanSums`` over goal states: every human holds kits there (no division by zero
@@ -264,6 +390,15 @@ class GoalSums(HumanSums):
     def fair_equity(self) -> np.ndarray:
         return self._fair_equity
 
+    def with_history(self, c: np.ndarray, p: np.ndarray, history: np.ndarray) -> GoalSums:
+        """The sums of the totals (MODEL.md, memory): each team's kits of earlier sessions,
+        ``history [B, h, n]`` for teams ``c, p [B, h, n]``, added to every goal."""
+        def earlier(feature: np.ndarray) -> np.ndarray:
+            return sum_last(feature * history).T[:, None, :]
+
+        return GoalSums(self.capability + earlier(c), self.preference + earlier(p),
+                        self.kits + sum_last(history).T[:, None, :], self.inputs)
+
 
 def _total(per_human: np.ndarray) -> np.ndarray:
     """Sum over the leading human axis, in human order."""
@@ -280,6 +415,23 @@ def _difference(per_human: np.ndarray) -> np.ndarray:
     if len(per_human) == 2:
         return per_human[0] - per_human[1]
     return per_human.max(axis=0) - per_human.min(axis=0)
+
+
+def _least(per_human: np.ndarray) -> np.ndarray:
+    """The minimum over the leading human axis, as a new array."""
+    if len(per_human) == 2:
+        return np.minimum(per_human[0], per_human[1])
+    return per_human.min(axis=0)
+
+
+def _geometric_mean(per_human: np.ndarray) -> np.ndarray:
+    """The geometric mean over the leading human axis, the product taken in human order."""
+    product = per_human[0] * per_human[1]
+    for row in per_human[2:]:
+        product = product * row
+    if len(per_human) == 2:
+        return np.sqrt(product)
+    return np.power(product, 1.0 / len(per_human))
 
 
 def _weighted_goal_major(feature: np.ndarray, goals: np.ndarray) -> np.ndarray:
@@ -327,6 +479,7 @@ class TeamGoalSums:
     preference: list[list[float]]
     kits: list[float]
     inputs: list[float]
+    human_kits: np.ndarray    # [h, G]: each human's kits in every goal
 
     @cached_value
     def efficiency(self) -> list[float]:
@@ -358,16 +511,25 @@ class TeamGoalSums:
                                                              strict=True)])
 
     def rewards(self, algorithm: Algorithm) -> list[float]:
-        """``R(s')`` of every goal, as ``reward_from_sums`` computes it."""
-        if algorithm.name == "efficient":
+        """``R(s')`` of every goal, as ``reward_from_sums`` computes it: the presets' terms
+        on floats, any other terms by ``reward_from_sums`` on these sums as arrays."""
+        if algorithm.form == _EFFICIENCY:
             return self.efficiency
-        if algorithm.name == "fair":
+        if algorithm.form == _FAIRNESS:
             return [1.0 - abs(f) for f in self.fairness]
-        lo, span, w = algorithm.lo, algorithm.hi - algorithm.lo, algorithm.w
-        keep = 1.0 - w
+        if algorithm.form != _FEA:
+            return reward_from_sums(algorithm, self.as_goal_sums())[:, 0].tolist()
+        (_, w), (_, keep) = algorithm.terms
+        lo, span = algorithm.lo, algorithm.hi - algorithm.lo
         scaled = [(abs(fe) - lo) / span for fe in self.fair_equity]
         return [w * e + (1.0 - (0.0 if s <= 0.0 else 1.0 if s >= 1.0 else s)) * keep
                 for e, s in zip(self.efficiency, scaled, strict=True)]
+
+    def as_goal_sums(self) -> GoalSums:
+        """These sums as the ``[h, G, 1]`` arrays of a batch of one (the same numbers)."""
+        return GoalSums(np.array(self.capability)[:, :, None],
+                        np.array(self.preference)[:, :, None], self.human_kits[:, :, None],
+                        np.array(self.inputs)[:, None, None])
 
 
 def _goalwise_total(per_human: list[list[float]]) -> list[float]:
@@ -395,7 +557,7 @@ def team_goal_sums(c: np.ndarray, p: np.ndarray, space: StateSpace) -> TeamGoalS
     humans = len(c)
     per_human = weighted.T.tolist()
     return TeamGoalSums(per_human[:humans], per_human[humans:], space.goal_kit_totals,
-                        _goalwise_total(c.T.tolist()))
+                        _goalwise_total(c.T.tolist()), space.goal_kits)
 
 
 def sums_over_goals(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> HumanSums:
@@ -443,23 +605,106 @@ def scaled_fair_equity(c: np.ndarray, p: np.ndarray, allocation: np.ndarray,
     return scale_fair_equity(fair_equity(c, p, allocation), lo, hi)
 
 
-def reward_from_sums(algorithm: Algorithm, sums: HumanSums) -> np.ndarray:
-    """``R(s')`` of MODEL.md from per-human sums, in [0, 1]."""
-    if algorithm.name == "efficient":
+def term_value(name: str, sums: HumanSums, algorithm: Algorithm) -> np.ndarray:
+    """One term of a goal reward (MODEL.md's table), in [0, 1], higher better. A new
+    array, except ``efficiency``, which ``GoalSums`` keeps for every algorithm."""
+    if name == "efficiency":
         return sums.efficiency()
-    if algorithm.name == "fair":
+    if name == "fairness":
         return 1.0 - np.abs(sums.fairness())
-    fairness_term = 1.0 - scale_fair_equity(sums.fair_equity(), algorithm.lo, algorithm.hi)
-    fairness_term *= 1.0 - algorithm.w
-    reward = algorithm.w * sums.efficiency()
-    reward += fairness_term
+    if name == "capability_equality":
+        return 1.0 - np.abs(sums.equality_of_capability())
+    if name == "preference_equality":
+        return 1.0 - np.abs(sums.equality_of_preference())
+    if name == "fair_equity":
+        return 1.0 - scale_fair_equity(sums.fair_equity(), algorithm.lo, algorithm.hi)
+    if name == "nash_c":
+        return _geometric_mean(sums.capability_utilities())
+    if name == "nash_p":
+        return _geometric_mean(sums.preference_utilities())
+    if name == "egalitarian_c":
+        return _least(sums.capability_utilities())
+    if name == "egalitarian_p":
+        return _least(sums.preference_utilities())
+    if name == "preference":
+        utilities = sums.preference_utilities()
+        return _total(utilities) / len(utilities)
+    raise InvalidInput("term", name, f"must be one of {', '.join(TERMS)}")
+
+
+def reward_from_sums(algorithm: Algorithm, sums: HumanSums) -> np.ndarray:
+    """``R(s')`` of MODEL.md from per-human sums, in [0, 1]: the algorithm's weighted
+    terms added in ``TERMS`` order. A single term is its value; FEA takes
+    ``w E + (1 - FE') (1 - w)``, the operations (and so the bits) of the presets."""
+    if algorithm.code is not None:
+        raise InvalidInput("algorithm", algorithm.name, "a goal reward given as code is "
+                                                        "computed from the allocations")
+    (first, weight), *rest = algorithm.terms
+    if not rest:
+        return term_value(first, sums, algorithm)
+    reward = weight * term_value(first, sums, algorithm)
+    for name, weight in rest:
+        value = term_value(name, sums, algorithm)   # a new array (efficiency comes first)
+        value *= weight
+        reward += value
     return reward
 
 
 def goal_reward(algorithm: Algorithm, c: np.ndarray, p: np.ndarray,
-                allocation: np.ndarray) -> np.ndarray:
-    """``R(s')`` of MODEL.md for goal allocations, in [0, 1]."""
+                allocation: np.ndarray, history: np.ndarray | None = None) -> np.ndarray:
+    """``R(s')`` of MODEL.md for goal allocations, in [0, 1]. With memory, ``history``
+    (the kits of earlier sessions, broadcastable to ``allocation``) counts too."""
+    if algorithm.memory and history is not None:
+        allocation = np.asarray(allocation, dtype=float) + np.asarray(history, dtype=float)
+    if algorithm.code is not None:
+        return code_goal_rewards(algorithm.code, c, p, allocation)
     return reward_from_sums(algorithm, HumanSums.of(c, p, allocation))
+
+
+def code_goal_rewards(code: GoalRewardCode, c: np.ndarray, p: np.ndarray,
+                      allocations: np.ndarray) -> np.ndarray:
+    """A goal reward given as code, for one team ``c, p [h, n]`` and allocations
+    ``[..., h, n]``, or teams ``[B, h, n]`` and allocations ``[G, h, n]`` or
+    ``[B, G, h, n]``. The code sees read-only arrays, so it cannot change the solver's."""
+    c, p = np.asarray(c, dtype=float), np.asarray(p, dtype=float)
+    allocations = np.asarray(allocations, dtype=float)
+    if c.ndim == 2:
+        batch = allocations.reshape(1, -1, *c.shape)
+        rewards = code.rewards(_read_only(c[None]), _read_only(p[None]), _read_only(batch))
+        return rewards.reshape(allocations.shape[:-2])
+    if allocations.ndim == 3:
+        allocations = np.broadcast_to(allocations, (len(c), *allocations.shape))
+    return code.rewards(_read_only(c), _read_only(p), _read_only(allocations))
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def validate_history(history: object, shape: tuple[int, ...]) -> np.ndarray:
+    """The kits each human was allocated in the study's earlier sessions, shaped like the
+    teams' coefficients ``[..., h, n]``: whole numbers >= 0, and the same number for every
+    human of a team (every round hands each human one kit)."""
+    try:
+        array = np.asarray(history, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise InvalidInput("history", history, "must be numbers") from error
+    if array.shape != tuple(shape):
+        raise InvalidInput("history", list(array.shape), f"must have the teams' shape "
+                                                         f"{list(shape)} [..., humans, types]")
+    if not (np.isfinite(array).all() and (array >= 0).all()
+            and (array == np.round(array)).all()):
+        raise InvalidInput("history", array.tolist() if array.size <= _SMALL else "...",
+                           "must be whole numbers of kits, at least 0")
+    held = array.sum(axis=-1)
+    if (held != held[..., :1]).any():
+        index = tuple(int(i) for i in np.argwhere(held != held[..., :1])[0][:-1])
+        raise InvalidInput(f"history{list(index)}" if index else "history",
+                           held[index].tolist(), "every human of a team holds the same "
+                                                 "number of kits (one a round)")
+    return array
 
 
 def all_metrics(c: np.ndarray, p: np.ndarray, allocation: np.ndarray) -> dict[str, np.ndarray]:

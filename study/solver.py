@@ -21,10 +21,12 @@ from study.model import (
     StateSpace,
     Team,
     all_metrics,
+    code_goal_rewards,
     goal_major_sums,
     reward_from_sums,
     state_space,
     validate_coefficients,
+    validate_history,
 )
 from study.terms import DISCOUNT
 
@@ -34,20 +36,38 @@ SOLVERS = ("exact", "mdptoolbox")
 
 
 def goal_reward_rows(space: StateSpace, algorithm: Algorithm, c: np.ndarray,
-                     p: np.ndarray) -> np.ndarray:
-    """``[G, B]`` goal rewards, one row per goal state, for teams ``[B, h, n]``."""
-    return reward_from_sums(algorithm, goal_major_sums(c, p, space.goal_allocations))
+                     p: np.ndarray, history: np.ndarray | None = None) -> np.ndarray:
+    """``[G, B]`` goal rewards, one row per goal state, for teams ``[B, h, n]``.
+
+    ``history [B, h, n]``: the kits each human got in the study's earlier sessions; an
+    algorithm with memory counts them in its goal reward (MODEL.md), others ignore them.
+    """
+    history = history if algorithm.memory else None
+    if algorithm.code is not None:
+        goals = space.goal_allocations
+        totals = goals if history is None else goals[None] + history[:, None]
+        return np.ascontiguousarray(code_goal_rewards(algorithm.code, c, p, totals).T)
+    sums = goal_major_sums(c, p, space.goal_allocations)
+    if history is not None:
+        sums = sums.with_history(c, p, history)
+    return reward_from_sums(algorithm, sums)
 
 
 def goal_rewards(space: StateSpace, algorithm: Algorithm, c: np.ndarray,
-                 p: np.ndarray) -> np.ndarray:
+                 p: np.ndarray, history: np.ndarray | None = None) -> np.ndarray:
     """``[B, G]`` goal rewards of every goal state for a batch of teams ``[B, h, n]``."""
-    return goal_reward_rows(space, algorithm, c, p).T
+    return goal_reward_rows(space, algorithm, c, p, history).T
 
 
-def team_goal_rewards(space: StateSpace, algorithm: Algorithm, team: Team) -> list[float]:
-    """``[G]``: one team's goal rewards, equal to its row of ``goal_rewards``."""
-    return team.goal_sums(space).rewards(algorithm)
+def team_goal_rewards(space: StateSpace, algorithm: Algorithm, team: Team,
+                      history: np.ndarray | None = None) -> list[float]:
+    """``[G]``: one team's goal rewards, equal to its row of ``goal_rewards``. The team's
+    goal sums serve every algorithm without code or a history to count."""
+    if algorithm.code is None and not (algorithm.memory and history is not None):
+        return team.goal_sums(space).rewards(algorithm)
+    rows = goal_reward_rows(space, algorithm, team.c[None], team.p[None],
+                            None if history is None else history[None])
+    return rows[:, 0].tolist()
 
 
 def best_reachable(space: StateSpace, rewards: np.ndarray) -> np.ndarray:
@@ -206,8 +226,10 @@ def at_positions(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
 
 
 def solve_batch(c: np.ndarray, p: np.ndarray, algorithm: Algorithm,
-                kits: tuple[int, ...] | None = None, chunk: int = 32768) -> BatchSolution:
-    """Optimal default-order plans for teams ``c, p`` of shape ``[B, h, n]``.
+                kits: tuple[int, ...] | None = None, chunk: int = 32768,
+                history: np.ndarray | None = None) -> BatchSolution:
+    """Optimal default-order plans for teams ``c, p`` of shape ``[B, h, n]``; ``history``
+    (same shape): the kits of the study's earlier sessions, for an algorithm with memory.
 
     Teams are solved ``chunk`` at a time so intermediates stay in cache; the result does
     not depend on the chunk size.
@@ -215,6 +237,8 @@ def solve_batch(c: np.ndarray, p: np.ndarray, algorithm: Algorithm,
     c, p = validate_coefficients(c, p)
     if c.ndim != 3:
         raise InvalidInput("c", list(c.shape), "a batch has shape [teams, humans, task types]")
+    if history is not None:
+        history = validate_history(history, c.shape)
     kits = tuple(kits) if kits is not None else (8,) * c.shape[2]
     space = state_space(c.shape[1], kits)
     if space.task_types != c.shape[2]:
@@ -224,7 +248,8 @@ def solve_batch(c: np.ndarray, p: np.ndarray, algorithm: Algorithm,
     goals = np.empty(len(c), dtype=np.intp)
     for start in range(0, len(c), chunk):
         part = slice(start, start + chunk)
-        rows[:, part] = goal_reward_rows(space, algorithm, c[part], p[part])
+        rows[:, part] = goal_reward_rows(space, algorithm, c[part], p[part],
+                                         None if history is None else history[part])
         plans[part], goals[part] = plan_rows(space, rows[:, part])
     return BatchSolution(space, algorithm, plans, goals, rows)
 
@@ -348,6 +373,7 @@ class Policy:
     rewards: list[float]
     order: str = "default"
     reference_table: np.ndarray | None = field(default=None, repr=False)
+    history: np.ndarray | None = field(default=None, repr=False)
 
     @cached_value
     def goal_rewards(self) -> np.ndarray:
@@ -393,7 +419,7 @@ class Policy:
     def running_unfairness(self) -> np.ndarray:
         """``[S]``: the unfairness this algorithm penalises, in every state."""
         values = self.algorithm.running_unfairness(self.team.c, self.team.p,
-                                                   self.space.allocations)
+                                                   self.space.allocations, self.history)
         return np.nan_to_num(values, nan=0.0)
 
     @property
@@ -442,12 +468,12 @@ class Policy:
         return steps
 
     def round_metrics(self) -> dict[str, np.ndarray]:
-        """Every metric after each round (rows 1..R of the trajectory), plus the reward's
-        running unfairness term."""
+        """Every metric of this session's kits after each round (rows 1..R of the
+        trajectory), plus the reward's running unfairness (of the totals, with memory)."""
         after = self.trajectory[1:]
         metrics = all_metrics(self.team.c, self.team.p, after)
         metrics["unfairness"] = self.algorithm.running_unfairness(self.team.c, self.team.p,
-                                                                  after)
+                                                                  after, self.history)
         return metrics
 
     @property
@@ -460,8 +486,16 @@ class Policy:
 
 
 def solve(team: Team, algorithm: Algorithm, kits: tuple[int, ...] | None = None,
-          order: str = "default", solver: str = "exact") -> Policy:
-    """The optimal policy of ``algorithm`` for ``team``, in every reachable state."""
+          order: str = "default", solver: str = "exact",
+          history: np.ndarray | None = None) -> Policy:
+    """The optimal policy of ``algorithm`` for ``team``, in every reachable state.
+
+    ``history [h, n]``: the kits each human got in the study's earlier sessions. An
+    algorithm with memory plans this session on the totals (MODEL.md: the session starts
+    from the state they left); one without ignores it.
+    """
+    if history is not None:
+        history = validate_history(history, team.c.shape)
     if order not in ORDERS:
         raise InvalidInput("order", order, f"must be one of {', '.join(ORDERS)}")
     if solver not in SOLVERS:
@@ -469,7 +503,7 @@ def solve(team: Team, algorithm: Algorithm, kits: tuple[int, ...] | None = None,
     space = state_space(team.humans, (8,) * team.task_types if kits is None else tuple(kits))
     if space.task_types != team.task_types:
         raise InvalidInput("kits", list(space.kits), f"must name {team.task_types} task types")
-    rewards = team_goal_rewards(space, algorithm, team)
+    rewards = team_goal_rewards(space, algorithm, team, history)
     table = (reference_action_table(space, np.array(rewards)) if solver == "mdptoolbox"
              else None)
-    return Policy(team, algorithm, space, rewards, order, table)
+    return Policy(team, algorithm, space, rewards, order, table, history)

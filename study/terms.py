@@ -6,9 +6,21 @@ command's error handling) does not import numpy; ``study.model`` re-exports all 
 
 from __future__ import annotations
 
+import difflib
+import math
+
 ALGORITHMS = ("efficient", "fair", "fea")
 DEFAULT_KITS = (8, 8)
 DEFAULT_FEA_WEIGHT = 0.70
+# The named terms of a goal reward (MODEL.md, Algorithms as data), in the order a weighted
+# sum adds them: efficiency first, so the presets' sums take today's operations in order.
+TERMS = ("efficiency", "fairness", "capability_equality", "preference_equality",
+         "fair_equity", "nash_c", "nash_p", "egalitarian_c", "egalitarian_p", "preference")
+# Terms about how outcomes are shared between humans: what an algorithm's running
+# unfairness (the anytime-fair round order) averages; efficiency and preference are totals.
+SHARING_TERMS = TERMS[1:-1]
+WEIGHT_TOLERANCE = 1e-9
+MEMORY_SCOPES = ("study",)
 DISCOUNT = 0.9
 # The exclusion rules a protocol's [analysis] section may name, one place for the protocol
 # loader and the analysis package; each with the sentence the report prints.
@@ -31,7 +43,49 @@ class InvalidInput(ValueError):
     def __init__(self, field_name: str, value: object, reason: str) -> None:
         self.field = field_name
         self.value = value
+        self.reason = reason
         super().__init__(f"{field_name} = {value!r}: {reason}")
+
+
+def preset_terms(name: str, w: float = DEFAULT_FEA_WEIGHT) -> dict[str, float]:
+    """A preset's goal reward as weighted terms: Efficient, Fair, FEA with weight ``w``."""
+    presets = {"efficient": {"efficiency": 1.0}, "fair": {"fairness": 1.0},
+               "fea": {"efficiency": w, "fair_equity": 1.0 - w}}
+    if name not in presets:
+        raise InvalidInput("algorithm", name, f"must be one of {', '.join(ALGORITHMS)}")
+    return presets[name]
+
+
+def terms_problems(terms: object) -> list[tuple[str | None, str]]:
+    """What is wrong with a goal reward's weighted terms, as (term or None, message):
+    unknown names, weights that are not finite numbers >= 0, a sum other than 1."""
+    if not isinstance(terms, dict) or not terms:
+        return [(None, "must name at least one term with its weight, e.g. "
+                       "{ efficiency = 1 }")]
+    problems: list[tuple[str | None, str]] = []
+    for name, weight in terms.items():
+        if name not in TERMS:
+            close = difflib.get_close_matches(str(name), TERMS, n=2, cutoff=0.6)
+            hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+            problems.append((str(name), f"unknown term; {hint}terms: {', '.join(TERMS)}"))
+        elif not _finite_weight(weight):
+            problems.append((name, f"{weight!r}: a weight must be a finite number"))
+        elif weight < 0:
+            problems.append((name, f"{weight!r}: a weight must be at least 0"))
+    if not problems:
+        total = math.fsum(terms.values())
+        if abs(total - 1.0) > WEIGHT_TOLERANCE:
+            problems.append((None, f"the weights sum to {total:.12g}; they must sum to 1"))
+    return problems
+
+
+def _finite_weight(value: object) -> bool:
+    """A finite int or float, not a bool (TOML's true is no weight)."""
+    try:
+        return (isinstance(value, int | float) and not isinstance(value, bool)
+                and math.isfinite(value))
+    except OverflowError:
+        return False
 
 
 def validate_kits(kits: object, humans: int) -> tuple[int, ...]:
