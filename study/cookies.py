@@ -11,6 +11,7 @@ import functools
 import re
 from typing import Any
 
+from study.contrast import ink_on
 from study.protocol import TASK_NAMES, Protocol
 
 GLYPH_ROWS, GLYPH_COLS = 5, 3
@@ -87,11 +88,12 @@ def target(protocol: Protocol, task_type: int, theme_id: str | None = None,
            ) -> dict[str, Any]:
     """The finished cookie of a task type, decorated with the theme assigned to it: the
     round's own (``rounds.theme``), else the protocol's (rounds stored before themes were
-    recorded per round)."""
+    recorded per round); its icing colour and the ink that is readable on it."""
     theme = protocol.theme_of(task_type) if theme_id is None else protocol.theme(theme_id)
+    icing = {"theme": theme.id, "colour": theme.colour, "ink": ink_on(theme.colour)}
     if TASK_NAMES[task_type] == "letters":
-        return {**letters_target(theme.text), "theme": theme.id, "colour": theme.colour}
-    return {**squares_target(theme.initials), "theme": theme.id, "colour": theme.colour}
+        return {**letters_target(theme.text), **icing}
+    return {**squares_target(theme.initials), **icing}
 
 
 def cookie_elements(protocol: Protocol, task_type: int, theme_id: str | None = None) -> int:

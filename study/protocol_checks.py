@@ -20,6 +20,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from study import protocol_schema as schema
+from study.contrast import AA_RATIO, contrast, ink_on
 from study.protocol_schema import ITEM_KINDS, TASK_NAMES
 from study.terms import InvalidInput, validate_kits
 
@@ -223,6 +224,12 @@ def _theme_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
         if theme.id in seen:
             yield f"themes.{index}.id", f"theme ids must be unique ('{theme.id}' is repeated)"
         seen.add(theme.id)
+        ratio = contrast(theme.colour, ink_on(theme.colour))
+        if ratio < AA_RATIO:
+            yield f"themes.{index}.colour", (
+                f"text on {theme.colour} reaches only {ratio:.2f}:1 in dark ink or white; "
+                f"the theme's badge needs {AA_RATIO}:1 (WCAG AA): choose a darker or a "
+                "lighter colour")
     for name in TASK_NAMES:
         theme = getattr(doc.cookies, name).theme
         if theme not in seen:

@@ -216,6 +216,12 @@
     return svg;
   }
 
+  // A theme's icing colour and the ink its words are written in on it (dark or white,
+  // whichever contrasts more: the server picks it, study/contrast.py).
+  function icing(theme) {
+    return "--theme:" + theme.colour + ";--theme-ink:" + theme.ink;
+  }
+
   function paragraphs(text) {
     return (text || "").split(/\n\s*\n/).filter((p) => p.trim()).map((p) => el("p", {}, p.trim()));
   }
@@ -291,7 +297,7 @@
   }
 
   function themeCard(theme) {
-    return el("article", { class: "theme", style: "--theme:" + theme.colour },
+    return el("article", { class: "theme", style: icing(theme) },
       el("div", { class: "theme-cookie" }, el("span", {}, theme.text)),
       el("h3", {}, theme.name),
       el("p", {}, theme.description),
@@ -692,7 +698,7 @@
     const target = round.target;
     const placed = [];
     const words = target.text.split(/\s+/).filter(Boolean);
-    const cookie = el("div", { class: "cookie round-cookie", style: "--theme:" + target.colour, "data-target": target.text });
+    const cookie = el("div", { class: "cookie round-cookie", style: icing(target), "data-target": target.text });
     const slots = el("div", { class: "slots" });
     cookie.append(el("div", { class: "sprinkles" }), slots);
 
@@ -771,7 +777,7 @@
       grid.append(box);
     }
     return el("div", { class: "squares-work" },
-      el("div", { class: "cookie square-cookie", style: "--theme:" + target.colour, "data-target": target.text }, grid),
+      el("div", { class: "cookie square-cookie", style: icing(target), "data-target": target.text }, grid),
       el("p", { class: "hint" }, t("squares_hint", { text: target.text })));
   }
 
@@ -808,7 +814,7 @@
       el("h3", {}, mate.title + " ", mate.room ? el("small", {}, t("next_room")) : null),
       el("div", { class: "teammate-work" },
         el("div", { class: "teammate-baker", id: mate.key + "-baker" }, svgUse("baker", "baker")),
-        el("div", { class: "mini-cookie " + mate.task_name, id: mate.key + "-cookie", style: "--theme:" + mate.target.colour },
+        el("div", { class: "mini-cookie " + mate.task_name, id: mate.key + "-cookie", style: icing(mate.target) },
           miniCookie(mate.target)),
         el("div", { class: "teammate-side" },
           el("div", { class: "kit-tag" }, svgUse("kit", "kit"), t("kit", { cookie: t(mate.task_name) })),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from study.contrast import ink_on
 from study.cookies import target
 from study.protocol import Item, Protocol, Questionnaire, Scale
 from study.web.console import holds
@@ -123,7 +124,8 @@ def themes_json(protocol: Protocol) -> list[dict[str, Any]]:
     fixed = protocol.theme_assignment == "fixed"
     cookie_of = {c.theme: c.name for c in protocol.cookies} if fixed else {}
     return [{"id": t.id, "name": t.name, "text": t.text, "initials": t.initials,
-             "description": t.description, "colour": t.colour, "cookie": cookie_of.get(t.id)}
+             "description": t.description, "colour": t.colour, "ink": ink_on(t.colour),
+             "cookie": cookie_of.get(t.id)}
             for t in protocol.themes]
 
 
