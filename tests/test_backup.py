@@ -2,8 +2,11 @@
 written, the copy is checked and whole, old copies rotate out, `study serve
 --backup-every` keeps copies of a running study, and a copy restores."""
 
+import errno
+import os
 import shutil
 import sqlite3
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -67,6 +70,86 @@ def test_a_missing_database_is_refused_and_leaves_nothing(tmp_path):
     with pytest.raises(BackupFailed, match="no such database"):
         backup(tmp_path / "absent.sqlite", tmp_path / "copy.sqlite")
     assert list(tmp_path.iterdir()) == []
+
+
+def study_database(path: Path, participants: int = 400) -> Path:
+    """A study database of a few hundred kilobytes: more than a small full disk takes."""
+    storage = Storage(path)
+    for number in range(participants):
+        storage.insert("participants", {"code": f"p{number:06d}", "protocol": "demo",
+                                        "created_at": 1.0, "step": "consent",
+                                        "external_ids": "x" * 400})
+    storage.close()
+    return path
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A 64 KiB tmpfs: a real destination that fills up (mounting needs root; elsewhere
+    the in-process tests below cover the same paths)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {done.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_destination_is_named_not_the_database(tmp_path, small_filesystem, capsys):
+    database = study_database(tmp_path / "study.sqlite")
+    assert main(["backup", str(database), "--out", str(small_filesystem / "copy.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"study: error: --out = '{small_filesystem / 'copy.sqlite'}': "
+                          f"{small_filesystem}: the destination is full (")
+    assert "bytes free, the copy of study.sqlite needs about" in err
+    assert "DB =" not in err
+    assert list(small_filesystem.iterdir()) == []  # no partial copy takes the space
+    assert count(database) == 400
+
+
+def test_sqlite_finding_the_destination_full_blames_the_destination(tmp_path, monkeypatch):
+    """SQLite's own "database or disk is full" while writing the copy (a page limit on the
+    copy's connection stands in for the disk): the destination is named, nothing left."""
+    database = study_database(tmp_path / "study.sqlite")
+    connect = sqlite3.connect
+
+    def limited(path, *args, **kwargs):
+        connection = connect(path, *args, **kwargs)
+        if str(path).endswith(".partial"):
+            connection.execute("PRAGMA max_page_count = 4")
+        return connection
+
+    monkeypatch.setattr(sqlite3, "connect", limited)
+    out = tmp_path / "backups" / "copy.sqlite"
+    with pytest.raises(BackupFailed, match=r"backups: the destination is full \(") as failed:
+        backup(database, out)
+    assert failed.value.side == "destination" and "untouched" in str(failed.value)
+    assert list(out.parent.iterdir()) == []
+
+
+def test_a_disk_full_when_syncing_the_copy_leaves_no_partial_file(tmp_path, monkeypatch):
+    database = study_database(tmp_path / "study.sqlite", participants=10)
+
+    def full(descriptor: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    out = tmp_path / "backups" / "copy.sqlite"
+    with pytest.raises(BackupFailed, match="the destination is full") as failed:
+        backup(database, out)
+    assert failed.value.side == "destination"
+    assert list(out.parent.iterdir()) == []
+
+
+def test_a_damaged_database_is_still_named_as_the_source(tmp_path, capsys):
+    damaged = tmp_path / "study.sqlite"
+    damaged.write_bytes(b"not a database at all" * 100)
+    assert main(["backup", str(damaged), "--out", str(tmp_path / "copy.sqlite")]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"study: error: DB = '{damaged}': {damaged}: file is not a database")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study.sqlite"]
 
 
 def test_old_copies_rotate_out(tmp_path):

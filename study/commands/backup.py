@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     out = args.out / backup_name(args.db, datetime.now(UTC)) if args.out.is_dir() else args.out
     try:
         made = backup(args.db, out)
-    except BackupFailed as error:
-        raise InvalidInput("DB", str(args.db), str(error)) from None
+    except BackupFailed as error:  # named by the side at fault: the database or the copy
+        field, value = ("DB", args.db) if error.side == "source" else ("--out", out)
+        raise InvalidInput(field, str(value), str(error)) from None
     print(f"{made.path}: {made.bytes:,} bytes, integrity ok, {made.seconds:.2f} s")
     return 0
