@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -50,6 +51,13 @@ def test_study2_has_fea_transparency_and_the_added_item():
                  if i.id == "better_consideration_scale")
     assert added.kind == "likert" and added.scale.points == 7
     assert study.fill_robots(added.scale.anchors[0]) == "Robot Chris did much better"
+
+
+def test_the_readme_layout_names_every_shipped_protocol_with_its_purpose():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `protocols/([^`]+\.toml)` \| (.*\S) \|$", readme, re.M))
+    assert sorted(rows) == sorted(path.name for path in PROTOCOLS.glob("*.toml"))
+    assert all(len(purpose.split()) >= 4 for purpose in rows.values()), rows
 
 
 def test_the_demo_is_short():
