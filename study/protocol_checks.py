@@ -23,6 +23,7 @@ from study import protocol_schema as schema
 from study.contrast import AA_RATIO, contrast, ink_on
 from study.protocol_schema import ITEM_KINDS, TASK_NAMES
 from study.terms import InvalidInput, validate_kits
+from study.texts import plural_of, singular_of
 
 Problem = tuple[str, str]  # dotted field, message
 ROBOT_PLACEHOLDER = re.compile(r"\{robot:([a-z][a-z0-9_-]*)\}")
@@ -203,6 +204,7 @@ def cross_problems(doc: schema.ProtocolFile, data: dict[str, Any]) -> Iterator[P
     yield from _analysis_problems(doc)
     yield from _pool_problems(doc)
     yield from _team_problems(doc)
+    yield from _singular_problems(doc)
     yield from _recruitment_problems(doc)
     yield from _size_problems(doc)
 
@@ -387,9 +389,11 @@ def _team_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
             if getattr(doc.pages, name) is not None:
                 yield f"pages.{name}", "is a page of real teams; add a [team] or drop it"
         return
-    for name in schema.TEAM_PAGES:
+    if doc.pages.lobby is None:
+        yield "team", "needs the page [pages.lobby] (what the people read there)"
+    for name, cause, how in _team_pages(team):
         if getattr(doc.pages, name) is None:
-            yield "team", f"needs the page [pages.{name}] (what the people read there)"
+            yield cause, f"{how}: add [pages.{name}], the team page that tells them so"
     if "person" not in team.seats:
         yield "team.seats", "needs at least one \"person\" seat"
     yield from _formation_problems(team, doc.pool.accept.team_types)
@@ -397,6 +401,18 @@ def _team_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
     if not lobby.shared_seconds and not lobby.individual_seconds:
         yield "team.lobby", ("needs shared_seconds or individual_seconds: a lobby without a "
                              "timer can strand people who wait for a team that never fills")
+def _singular_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    """A text with a number and its singular are overridden together: one left to its
+    default would show in another language whenever the number is, or is not, 1."""
+    given = doc.texts.model_fields_set
+    for key in sorted(given):
+        singular = singular_of(key)
+        pair = singular or plural_of(key)
+        if pair is not None and pair not in given:
+            yield f"texts.{key}", (f"goes with texts.{pair}: override both "
+                                   f"({singular or key} is shown when the number is 1)")
+
+
 
 
 def _recruitment_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
@@ -471,6 +487,27 @@ def _best_type(sample_c: Any) -> int | None:
     depth, node = 0, sample_c
     while isinstance(node, list) and node:
         depth, node = depth + 1, node[0]
+def _team_pages(team: schema.TeamSection) -> Iterator[tuple[str, str, str]]:
+    """The team pages people of this design can read (each the page, the key that makes
+    it possible, and how): a full lobby group in the seats, and, with agents on a
+    timeout, one person alone or (by arrival, three people a team) two."""
+    persons = team.seats.count("person")
+    full = schema.team_page(persons, len(team.seats))
+    if full == "team":
+        yield full, "team", "seats people only"
+    else:
+        yield full, "team.seats", (f"seats {persons} {'person' if persons == 1 else 'people'}"
+                                   " with agents")
+    if team.lobby.on_timeout != "agents":
+        return
+    if persons > 1:
+        yield ("team_only_agents", "team.lobby.on_timeout",
+               'is "agents": a person who waits alone past a timer is seated with agents')
+    if team.formation == "arrival" and persons > 2:
+        yield ("team_with_agents", "team.lobby.on_timeout",
+               'is "agents": two people who wait past a timer are seated with agents')
+
+
     rows = {1: [[sample_c] * 2], 2: [sample_c], 3: sample_c}.get(depth, [])
     if not rows or not all(_pairs(row) for row in rows):
         return None

@@ -26,7 +26,7 @@ from pydantic import (
 from study.pool.names import TEAMMATE_RULES, UNPLACED
 from study.recruitment import OUTCOME_MEANINGS, pattern_problem
 from study.terms import ALGORITHMS, EXCLUSION_RULES
-from study.texts import DEFAULT_TEXTS, placeholders
+from study.texts import DEFAULT_TEXTS, allowed_placeholders, placeholders
 
 TASK_NAMES = ("squares", "letters")
 ROUND_ORDERS = ("default", "anytime-fair")
@@ -35,8 +35,19 @@ THEME_ASSIGNMENTS = ("fixed", "by-rating")
 TIED_RATINGS = ("fixed",)
 PAGES = ("consent", "themes", "practice", "teammate", "intro", "session", "debrief", "done",
          "declined", "withdrawn", "unmatched")
-# Pages of a protocol with a [team] (docs/teams.md): the waiting room, the team's page.
-TEAM_PAGES = ("lobby", "team")
+# Pages of a protocol with a [team] (docs/teams.md): the waiting room, and the team's page
+# in one version for each kind of team a person may find there.
+TEAM_PAGES = ("lobby", "team", "team_with_agents", "team_only_agents")
+
+
+def team_page(people: int, seats: int) -> str:
+    """The team page that tells a person who is in their team of ``seats`` seats,
+    ``people`` of them people: all people, people and agents, or they alone with agents."""
+    if people == seats:
+        return "team"
+    return "team_only_agents" if people == 1 else "team_with_agents"
+
+
 SEAT_KINDS = ("person", "agent")
 FORMATIONS = ("arrival", "traits")
 LOBBY_TIMEOUTS = ("agents", "unmatched")
@@ -334,8 +345,8 @@ class Questionnaires(Strict):
 
 def _fills_in(key: str) -> AfterValidator:
     """An override may use its default's placeholders, no others (the page fills in only
-    those)."""
-    allowed = placeholders(DEFAULT_TEXTS[key])
+    those); a singular (``<key>_one``) those of its plural."""
+    allowed = allowed_placeholders(key)
 
     def check(value: str) -> str:
         unknown = sorted(placeholders(value) - allowed)

@@ -4,6 +4,11 @@ so a study can be run in another language.
 
 ``{name}`` in a text is filled in by the page (a number, a cookie's name, a robot's
 name); an override may use the placeholders of its default and no others.
+
+A text that shows a number with a word has a singular, the sibling key ``<key>_one``:
+the page shows it when the number is 1 ("1 person", "2 people"). The singular may use its
+plural's placeholders, or leave the number out ("One question ..."); a protocol
+overrides both or neither, so a translated study never shows one of them in English.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import re
 
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+SINGULAR = "_one"
 
 DEFAULT_TEXTS: dict[str, str] = {
     "language": "en",
@@ -39,31 +45,50 @@ DEFAULT_TEXTS: dict[str, str] = {
                       "are synced.",
     "robot_name": "Robot {robot}",
     # real teams: the waiting room, the stations, a seat given to an agent
-    "lobby_waiting": "{waiting} of {needed} people are here",
-    "lobby_countdown": "The team starts within {seconds} s",
+    # {waiting}: the people here who can be in one team with you (you included)
+    "lobby_waiting": "{waiting} of the {needed} people of your team are here",
+    "lobby_waiting_one": "{waiting} of the {needed} people of your team is here: you",
+    # teams formed by traits: the others waiting, whom the study's team type cannot pair
+    # with you
+    "lobby_others": "{others} other people are waiting, but their practice and ratings do "
+                    "not fit with yours in the team this study forms.",
+    "lobby_others_one": "{others} other person is waiting, but their practice and ratings "
+                        "do not fit with yours in the team this study forms.",
+    "lobby_missing": "Waiting for {missing} more people.",
+    "lobby_missing_one": "Waiting for {missing} more person.",
+    "lobby_missing_traits": "Waiting for {missing} more people whose practice and ratings "
+                            "fit with yours.",
+    "lobby_missing_traits_one": "Waiting for {missing} more person whose practice and "
+                                "ratings fit with yours.",
+    "lobby_countdown": "The wait ends within {seconds} s",
     "lobby_leave": "Leave the waiting room",
-    "lobby_timeout_agents": "If nobody else arrives, agents will fill the empty seats.",
-    "lobby_timeout_unmatched": "If nobody else arrives in time, you will be sent back with "
-                               "your completion link.",
+    "lobby_timeout_agents": "If your team is not complete by then, agents will fill the "
+                            "empty seats.",
+    "lobby_timeout_unmatched": "If your team is not complete by then, you will be sent back "
+                               "with your completion link.",
+    # the team page's seats, and a round's other stations
+    "team_seats": "Who is in your team",
+    "team_you": "You",
     "station_person": "Teammate {seat}",
     "station_agent": "Agent {seat}",
     "station_taken_over": "Teammate {seat} (now played by an agent)",
-    "team_waiting": "Waiting for {count} teammate(s) to be ready…",
+    "team_waiting": "Waiting for {count} teammates to be ready…",
+    "team_waiting_one": "Waiting for {count} teammate to be ready…",
     "team_next_round": "The next round starts in {seconds} s",
     "dropped_title": "Your seat was given to an agent",
     "dropped_text": "You were away for too long, so an agent took over your seat to let your "
                     "teammates finish. Thank you for taking part.",
     # questionnaires
     "missing_note": "Please answer this question.",
+    "missing": "{count} questions still need an answer.",
     "missing_one": "One question still needs an answer.",
-    "missing_many": "{count} questions still need an answer.",
     # rounds
     "practice_round": "Practice round {number} of {of}",
     "round": "Round {number} of {of}",
     "start_practice_round": "Start practice round {number} of {of}",
     "start_round": "Start round {number} of {of}",
-    "summary_one": "Round {number}: you finished {cookies} {cookie} cookie",
-    "summary_many": "Round {number}: you finished {cookies} {cookie} cookies",
+    "summary": "Round {number}: you finished {cookies} cookies ({cookie})",
+    "summary_one": "Round {number}: you finished {cookies} cookie ({cookie})",
     "summary_teammate": ", your teammate {teammate}.",
     "summary_end": ".",
     "robot_ready": "Robot {robot} is ready to bring the next kits.",
@@ -157,3 +182,20 @@ DEFAULT_TEXTS: dict[str, str] = {
 
 def placeholders(text: str) -> set[str]:
     return set(PLACEHOLDER.findall(text))
+
+
+def plural_of(key: str) -> str | None:
+    """The text whose singular ``key`` is (None when ``key`` is no singular)."""
+    plural = key.removesuffix(SINGULAR)
+    return plural if plural != key and plural in DEFAULT_TEXTS else None
+
+
+def singular_of(key: str) -> str | None:
+    """The singular of the text ``key`` (None when it has none)."""
+    return key + SINGULAR if key + SINGULAR in DEFAULT_TEXTS else None
+
+
+def allowed_placeholders(key: str) -> set[str]:
+    """What an override of ``key`` may use: its default's placeholders; a singular, its
+    plural's (it may show the number its default leaves out)."""
+    return placeholders(DEFAULT_TEXTS[plural_of(key) or key])

@@ -28,6 +28,14 @@ text = "Your teammates finish their practice."
 [pages.team]
 title = "Your team is ready"
 text = "You decorate together with the people in your team."
+
+[pages.team_with_agents]
+title = "Your team is ready: people and an agent"
+text = "You decorate together with another person and a computer agent."
+
+[pages.team_only_agents]
+title = "Your team is ready: you and agents"
+text = "You decorate together with computer agents only."
 """
 
 

@@ -102,11 +102,13 @@ def test_three_people_play_one_robot_and_an_agent_takes_a_closed_tab(
     ada, cy, bo = (Participant(context.new_page(), shots) for context in contexts)
     practise(ada, server.url, "ada-1")
     ada.step("lobby")
-    ada.page.wait_for_function("() => /1 of 3/.test(document.body.innerText)")
+    ada.page.wait_for_function(
+        "() => /1 of the 3 people of your team/.test(document.body.innerText)")
     ada.shot("teams-lobby-desktop")
     practise(cy, server.url, "cy-3")
     cy.step("lobby")
-    cy.page.wait_for_function("() => /2 of 3/.test(document.body.innerText)")
+    cy.page.wait_for_function(
+        "() => /2 of the 3 people of your team/.test(document.body.innerText)")
     cy.shot("teams-lobby-phone")
     practise(bo, server.url, "bo-2")
     for person in (ada, cy, bo):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from study.bots.servers import free_port
 from study.web.serving import deploy
 from study.web.serving.deploy import Balanced, Child, StartFailed
 
@@ -31,7 +32,7 @@ def test_the_database_is_set_up_before_any_worker_starts(tmp_path, monkeypatch):
     monkeypatch.setattr(signal, "signal", lambda *_: None)  # keep pytest's own handlers
     monkeypatch.setattr(Balanced, "_start_redis", lambda *_: "redis://127.0.0.1:1/0")
     monkeypatch.setattr(Balanced, "_start_worker", first_worker)
-    server = Balanced(DEMO, database, tmp_path / "pools", "127.0.0.1", 1, workers=2)
+    server = Balanced(DEMO, database, tmp_path / "pools", "127.0.0.1", free_port(), workers=2)
     with pytest.raises(StartFailed, match="stopped by the test"):
         server.run()
     assert seen["journal"] == "wal"

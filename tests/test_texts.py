@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from study.protocol import ProtocolError, load_protocol, parse_protocol
-from study.texts import DEFAULT_TEXTS, placeholders
+from study.texts import DEFAULT_TEXTS, placeholders, plural_of
 from study.web.console.holds import apply_action
 from study.web.participant.pages import status
 
@@ -39,6 +39,9 @@ def test_a_text_overrides_its_default_only():
     ('continue = " "', "texts.continue", "must not be empty"),
     ('language = "Deutsch"', "texts.language", "language tag"),
     ("time_up = 3", "texts.time_up", "must be a text"),
+    ('team_waiting = "Warten auf {count} Teammitglieder"', "texts.team_waiting",
+     "goes with texts.team_waiting_one"),
+    ('missing_one = "Eine Frage fehlt."', "texts.missing_one", "goes with texts.missing"),
 ])
 def test_mistakes_are_named_at_their_line(table, field, words):
     text = with_texts(table)
@@ -46,6 +49,30 @@ def test_mistakes_are_named_at_their_line(table, field, words):
         parse_protocol(text, "study.toml")
     line = text.splitlines().index(table) + 1
     assert f"study.toml:{line}: {field}:" in str(refused.value) and words in str(refused.value)
+
+
+def test_a_singular_may_show_the_number_its_default_leaves_out_and_nothing_else():
+    both = 'missing = "Offen: {count}"\nmissing_one = "Offen: {count} Frage"'
+    assert parse_protocol(with_texts(both)).texts["missing_one"] == "Offen: {count} Frage"
+    table = 'missing = "Offen: {count}"\nmissing_one = "Offen: {number}"'
+    with pytest.raises(ProtocolError) as refused:
+        parse_protocol(with_texts(table), "study.toml")
+    assert "texts.missing_one: {number} is not filled in here (placeholders: {count})" in \
+        str(refused.value)
+
+
+def test_every_text_with_a_number_has_its_singular_shown_for_one():
+    script = (ROOT / "static" / "js" / "bakery.js").read_text(encoding="utf-8")
+    singulars = [key for key in DEFAULT_TEXTS if plural_of(key)]
+    assert {"team_waiting_one", "summary_one", "missing_one", "lobby_waiting_one"} <= \
+        set(singulars)
+    for key in singulars:
+        plural = plural_of(key)
+        assert placeholders(DEFAULT_TEXTS[key]) <= placeholders(DEFAULT_TEXTS[plural]), key
+        assert re.search(rf'\btn\("{plural}", ', script), plural  # chosen by its number
+        assert f'"{key}"' not in script, key  # never shown whatever the number
+    for text in DEFAULT_TEXTS.values():  # no number shown as "teammate(s)"
+        assert "(s)" not in text and "(er)" not in text
 
 
 def test_every_default_placeholder_is_one_the_page_fills_in():

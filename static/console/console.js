@@ -188,6 +188,13 @@ function storageLine() {
 }
 
 // Real teams (docs/teams.md): who waits in the lobby, and every team as a row.
+// How people came out of the lobby (lobby.outcome), in words.
+const LOBBY_OUTCOMES = { team: "joined a team", timeout: "timed out", left: "left", withdrawn: "withdrew" };
+
+function people(count) {
+  return count + (count === 1 ? " person" : " people");
+}
+
 function lobbyLine() {
   const line = document.getElementById("lobby");
   const lobby = snapshot.lobby;
@@ -196,9 +203,10 @@ function lobbyLine() {
   const waiting = lobby.waiting.map((w) => w.code + " " + Math.round(now - w.entered_at) + " s" +
     (w.individual_deadline ? " (own timer " + Math.max(0, Math.round(w.individual_deadline - now)) + " s)" : ""));
   const shared = lobby.shared_deadline ? " · shared timer " + Math.max(0, Math.round(lobby.shared_deadline - now)) + " s" : "";
-  const outcomes = Object.entries(lobby.outcomes).map(([name, n]) => name + " " + n).join(", ") || "none yet";
-  line.textContent = "Lobby: " + (waiting.length ? waiting.join(", ") : "nobody waiting") + shared +
-    " · left the lobby: " + outcomes;
+  const outcomes = Object.entries(lobby.outcomes).map(([name, n]) => people(n) + " " + (LOBBY_OUTCOMES[name] || name))
+    .join(", ") || "nobody yet";
+  line.textContent = "Lobby: " + (waiting.length ? people(waiting.length) + " waiting: " + waiting.join(", ") : "nobody waiting") +
+    shared + " · out of the lobby so far: " + outcomes;
 }
 
 function teamButton(id, action, label) {

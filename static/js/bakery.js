@@ -24,6 +24,11 @@
       (values && name in values ? String(values[name]) : whole));
   }
 
+  // A text showing a number: its singular `<key>_one` when the number is 1 (study/texts.py).
+  function tn(key, count, values) {
+    return t(count === 1 && (key + "_one") in TEXTS ? key + "_one" : key, values);
+  }
+
   // --- talking to the server -------------------------------------------------------------
 
   function messageId() {
@@ -338,10 +343,20 @@
   }
 
   function viewTeammate() {
-    // A real team's page (docs/teams.md) says who the teammates are in its own words.
-    return card(state.page, state.team ? null : el("div", { class: "teammate-hello" }, svgUse("baker", "baker"),
-      el("p", {}, t("teammate_hello"))),
+    // A real team's page (docs/teams.md) says who the teammates are in its own words, and
+    // lists every seat as the rounds will name it: a person or an agent.
+    return card(state.page, state.team ? el("div", { class: "team-seats" },
+      el("h3", {}, t("team_seats")), el("ul", { id: "team-seats" }, seatList())) :
+      el("div", { class: "teammate-hello" }, svgUse("baker", "baker"), el("p", {}, t("teammate_hello"))),
       el("div", { class: "actions" }, button(t("continue"), () => submit(), "primary", { "data-action": "continue" })));
+  }
+
+  function seatList() {
+    return state.team.seats.map((seat) => {
+      const name = seat.you ? t("team_you") : t(seat.kind === "agent" ? "station_agent"
+        : seat.dropped ? "station_taken_over" : "station_person", { seat: seat.seat + 1 });
+      return el("li", { class: "team-seat", "data-kind": seat.kind, "data-you": seat.you ? "1" : "0" }, name);
+    });
   }
 
   // The lobby: who is here, when the wait ends, and a way out after a while.
@@ -351,6 +366,8 @@
       el("div", { class: "lobby" },
         el("div", { class: "waiting", "aria-hidden": "true" }, el("span", {}), el("span", {}), el("span", {})),
         el("p", { class: "lobby-count", id: "lobby-count" }, ""),
+        el("p", { class: "lobby-missing", id: "lobby-missing" }, ""),
+        el("p", { class: "lobby-others", id: "lobby-others" }, ""),
         el("p", { class: "lobby-countdown", id: "lobby-countdown" }, ""),
         el("p", { class: "lobby-timeout" }, t(lobby.on_timeout === "agents" ? "lobby_timeout_agents" : "lobby_timeout_unmatched"))),
       el("div", { class: "actions", id: "lobby-leave", style: "display: none" },
@@ -367,7 +384,16 @@
     const lobby = state.step === "lobby" ? state.lobby : null;
     if (lobby) {
       const count = document.getElementById("lobby-count");
-      if (count) count.textContent = t("lobby_waiting", { waiting: lobby.waiting, needed: lobby.needed });
+      if (count) count.textContent = tn("lobby_waiting", lobby.waiting, { waiting: lobby.waiting, needed: lobby.needed });
+      // what the wait is for: more people, by traits people who fit; and who else waits
+      const missing = document.getElementById("lobby-missing");
+      if (missing) {
+        missing.textContent = lobby.formation === "traits"
+          ? tn("lobby_missing_traits", lobby.missing, { missing: lobby.missing })
+          : tn("lobby_missing", lobby.missing, { missing: lobby.missing });
+      }
+      const others = document.getElementById("lobby-others");
+      if (others) others.textContent = lobby.others ? tn("lobby_others", lobby.others, { others: lobby.others }) : "";
       const countdown = document.getElementById("lobby-countdown");
       if (countdown) {
         countdown.textContent = lobby.deadline ? t("lobby_countdown", { seconds: Math.max(0, Math.ceil(lobby.deadline - serverNow())) }) : "";
@@ -375,12 +401,14 @@
       const leave = document.getElementById("lobby-leave");
       if (leave) leave.style.display = serverNow() < lobby.leave_at ? "none" : "";
     }
+    const seats = document.getElementById("team-seats");
+    if (seats && state.team) seats.replaceChildren(...seatList());  // a seat taken over meanwhile
     const round = state.round;
     const note = document.getElementById("team-waiting");
     if (round && round.team && note) {
       note.textContent = round.team.next_at
         ? t("team_next_round", { seconds: Math.max(0, Math.ceil(round.team.next_at - serverNow())) })
-        : t("team_waiting", { count: round.team.waiting_for });
+        : tn("team_waiting", round.team.waiting_for, { count: round.team.waiting_for });
     }
   }
 
@@ -406,7 +434,7 @@
       form.forEach((node, index) => node.classList.toggle("missing", missing.includes(page.items[index])));
       if (missing.length) {
         form[page.items.indexOf(missing[0])].scrollIntoView({ behavior: "smooth", block: "center" });
-        toast(missing.length === 1 ? t("missing_one") : t("missing_many", { count: missing.length }));
+        toast(tn("missing", missing.length, { count: missing.length }));
         return null;
       }
       return submit({ answers: answers });
@@ -547,7 +575,7 @@
     const round = state.round;
     const last = state.last_round;
     const summary = last && last.session === round.session ? el("p", { class: "summary" },
-      t(last.cookies === 1 ? "summary_one" : "summary_many", { number: last.number, cookies: last.cookies, cookie: t(last.task_name) }) +
+      tn("summary", last.cookies, { number: last.number, cookies: last.cookies, cookie: t(last.task_name) }) +
       (last.teammate_cookies !== null ? t("summary_teammate", { teammate: last.teammate_cookies }) : t("summary_end"))) : null;
     const robot = state.robot ? t("robot_ready", { robot: state.robot.name }) : "";
     // A team's rounds start on the server's clock: no button, a countdown instead.

@@ -88,7 +88,8 @@ def summary(protocol: Any) -> list[str]:
         ("too fast", f"a cookie within {protocol.min_cookie_seconds:g} s of the previous "
                      "one is refused"),
         ("pool", _pool(protocol)),
-        ("team", _team(protocol.team)) if protocol.team else ("teammate", _teammate(protocol)),
+        ("team", _team(protocol.team, protocol.pages)) if protocol.team
+        else ("teammate", _teammate(protocol)),
         ("solver", _solver(protocol)),
         ("recruitment", _recruitment(protocol.recruitment)),
         ("ends", _ends(protocol.recruitment)),
@@ -147,8 +148,10 @@ def _themes(protocol: Any) -> str:
             "ratings keep the [cookies] themes")
 
 
-def _team(team: Any) -> str:
-    """A [team]'s seats, how the lobby forms it, its timers and its fallback."""
+def _team(team: Any, pages: dict[str, Any]) -> str:
+    """A [team]'s seats, how the lobby forms it, its timers and its fallback, and the
+    versions of its team page (who is in the team: people, agents)."""
+    from study.protocol_schema import TEAM_PAGES
     formed = ("by arrival" if team.formation == "arrival"
               else f"by traits into {'/'.join(team.team_types)}")
     timers = "; ".join(f"{name} {seconds:g} s" for name, seconds in (
@@ -157,7 +160,7 @@ def _team(team: Any) -> str:
                 "unmatched": "the unmatched page"}[team.on_timeout]
     return (f"{team.humans} seats ({', '.join(team.seats)}), {formed}; lobby timers {timers}, "
             f"then {fallback}; a page closed {team.grace_seconds:g} s hands the seat to an "
-            f"agent")
+            f"agent; team pages {', '.join(name for name in TEAM_PAGES[1:] if name in pages)}")
 
 
 def _teammate(protocol: Any) -> str:

@@ -6,12 +6,18 @@ gunicorn with a gevent worker (the stack Flask-SocketIO documents for production
 ``--workers N`` runs N of them on one database behind HAProxy, with Redis as the Socket.IO
 message queue (``study.web.serving.deploy``). ``--tls-cert`` and ``--tls-key`` put HAProxy in front
 of any number of them to serve HTTPS (docs/deploy.md).
+
+Every port is taken before anything is printed, so a busy one stops the start with its
+number and no link. Without ``STUDY_CONSOLE_PASSWORD`` the console is served only on a
+loopback address and over plain HTTP, unless ``--open-console`` asks otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +29,58 @@ PORT_RANGE_TEXT = "20000-20999"
 
 def console_password_set() -> bool:
     return bool(os.environ.get("STUDY_CONSOLE_PASSWORD"))
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only programs on this machine can reach ``host``: 127.0.0.0/8, ::1 or
+    localhost. Anything else (0.0.0.0, a LAN address, a host name) may be reachable."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def exposed_console(args: argparse.Namespace) -> tuple[str, str] | None:
+    """The option that would put a console without a password where others can reach it,
+    and its value: a non-loopback ``--host``, or ``--tls-cert`` (HTTPS is for a reachable
+    server); None with a password, or on loopback only."""
+    if console_password_set():
+        return None
+    if not is_loopback(args.host):
+        return "--host", args.host
+    if args.tls_cert is not None:
+        return "--tls-cert", str(args.tls_cert)
+    return None
+
+
+def check_console_guard(args: argparse.Namespace) -> None:
+    """Refuse to serve the console without a password where others can reach it (it shows
+    every participant and lets anyone download every answer), unless ``--open-console``
+    asks for it: a demo on a trusted network."""
+    from study.terms import InvalidInput
+
+    exposed = exposed_console(args)
+    if exposed is not None and not args.open_console:
+        raise InvalidInput(*exposed, "without STUDY_CONSOLE_PASSWORD the experimenter console "
+                           "and every answer (/console/export.zip) would be open to anyone "
+                           "who reaches the server. Set a password first, e.g. export "
+                           "STUDY_CONSOLE_PASSWORD='something long' (docs/deploy.md), or, "
+                           "for a demo on a trusted network only, add --open-console")
+
+
+def warn_open_console(args: argparse.Namespace) -> None:
+    """Say loudly, on the error stream (what a service's log keeps), that the console is
+    open to whoever reaches the server."""
+    exposed = exposed_console(args)
+    if exposed is None or not args.open_console:
+        return
+    bar = "!" * 78
+    print(f"{bar}\n!! OPEN CONSOLE (--open-console): no STUDY_CONSOLE_PASSWORD, served with "
+          f"{' '.join(exposed)}.\n!! Anyone who reaches this server can watch every "
+          "participant and download every\n!! answer at /console. Only for a demo on a "
+          f"trusted network.\n{bar}", file=sys.stderr, flush=True)
 
 
 def register(subcommands: argparse._SubParsersAction) -> None:
@@ -78,6 +136,11 @@ def register(subcommands: argparse._SubParsersAction) -> None:
                         help="with --backup-every: where the copies go")
     parser.add_argument("--backup-keep", type=_positive_count, default=48,
                         help="with --backup-every: how many copies are kept")
+    parser.add_argument("--open-console", action="store_true",
+                        help="allow a non-loopback --host or --tls-cert without "
+                             "STUDY_CONSOLE_PASSWORD: the console and every answer are then "
+                             "open to anyone who reaches the server (a demo on a trusted "
+                             "network only; said loudly at start)")
     parser.add_argument("--quiet", action="store_true",
                         help="print no links (a worker behind a balancer)")
     parser.set_defaults(handler=run)
@@ -154,6 +217,7 @@ def tls_of(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     check_ports(args)
     tls = tls_of(args)
+    check_console_guard(args)
     if args.workers == 1 and tls is None:
         # gunicorn's gevent worker patches the standard library when it starts; patching
         # here, before anything imports ssl or threading, makes that patch complete.
@@ -167,10 +231,6 @@ def run(args: argparse.Namespace) -> int:
     protocol = load_protocol(args.protocol)
     refuse_stale_bounds(protocol)  # FEA bounds of another pool: refused, as `study check` does
     database = args.db or Path("var") / f"{protocol.name}.sqlite"
-    if not args.quiet:
-        print(f"preparing the team pool of {protocol.name} (built once, then cached in "
-              f"{args.pools}) ...", flush=True)
-    pool = ensure_pool_of(protocol, args.pools)
     if args.workers == 1 and tls is None:
         server = Single(args.protocol, database, args.pools, args.host, args.port,
                         args.message_queue, args.durability, args.listen_fd)
@@ -178,6 +238,12 @@ def run(args: argparse.Namespace) -> int:
         server = Balanced(args.protocol, database, args.pools, args.host, args.port,
                           args.workers, args.message_queue, args.durability,
                           args.worker_ports, args.redis_port, tls)
+    server.bind()  # a busy port stops here, before the pool is built or a link printed
+    warn_open_console(args)
+    if not args.quiet:
+        print(f"preparing the team pool of {protocol.name} (built once, then cached in "
+              f"{args.pools}) ...", flush=True)
+    pool = ensure_pool_of(protocol, args.pools)
     if not args.quiet:
         _print_links(protocol, database, pool, args, tls)
     backups = _start_backups(args, database)

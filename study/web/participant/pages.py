@@ -68,9 +68,10 @@ def questionnaire_of(protocol: Protocol, step: str) -> Questionnaire:
 
 
 def page(protocol: Protocol, step: str, robot: str | None,
-         transparency: str = "") -> dict[str, Any]:
+         transparency: str = "", team_page: str = "team") -> dict[str, Any]:
     """The step's page: titles, texts and, where needed, themes, scales, items or the
-    robot's transparency text (on its introduction)."""
+    robot's transparency text (on its introduction). A real team's ``teammate`` step
+    shows ``team_page``, the version that says who is in the person's team."""
     if step == "preferences":
         return {"title": protocol.preference_title, "prompt": protocol.preference_prompt,
                 "scale": scale_json(protocol, protocol.preference_scale),
@@ -84,7 +85,7 @@ def page(protocol: Protocol, step: str, robot: str | None,
     if step == "dropped":  # the page of a person whose seat an agent took over
         return {"title": protocol.texts["dropped_title"], "text": protocol.texts["dropped_text"]}
     if name == "teammate" and protocol.team is not None:
-        name = "team"
+        name = team_page
     text = protocol.pages[name]
     result = {"title": fill(protocol, text.title, robot), "text": fill(protocol, text.text, robot)}
     if step == "themes":

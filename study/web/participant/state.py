@@ -49,7 +49,8 @@ class PageState:
         state = {"code": code, "step": step, "now": self.clock(),
                  "progress": {"index": steps.index(step) if step in steps else len(steps),
                               "total": len(steps)},
-                 "page": pages.page(self.protocol, step, robot, transparency),
+                 "page": pages.page(self.protocol, step, robot, transparency,
+                                    self._team_page(participant["id"], step)),  # type: ignore[index]
                  "robot": {"name": robot} if robot else None, "round": None,
                  "last_round": self._last_round_summary(participant["id"])}  # type: ignore[index]
         state.update(pages.status(self.protocol, self.storage, participant))  # type: ignore[arg-type]
@@ -60,6 +61,12 @@ class PageState:
                                                              ROUND_STEPS[step]))
         state.update(self._team_state(participant, step))  # type: ignore[arg-type]
         return state
+
+    def _team_page(self, participant_id: int, step: str) -> str:
+        """The team page the person reads: the version that says who is in their team."""
+        if step != "teammate" or self.teams.play is None:
+            return "team"
+        return self.teams.play.team_page(participant_id)
 
     def _team_state(self, participant: dict[str, Any], step: str) -> dict[str, Any]:
         """The lobby's page, and the person's team once it formed (docs/teams.md)."""

@@ -75,7 +75,8 @@ class Steps:
         elif step == "debrief":
             self._debrief(participant, data, now)
         elif step == "lobby" and self.teams.lobby is not None:
-            self.teams.lobby.leave(participant, data, now)
+            for code in self.teams.codes(self.teams.leave_lobby(participant, data, now)):
+                self.pushes.append((code, "state", self.state(code)))
         else:
             self._advance(pid, STEPS[STEPS.index(step) + 1], now)
 

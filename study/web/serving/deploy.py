@@ -158,6 +158,38 @@ def _bound(port: int) -> socket.socket:
     return sock
 
 
+def bind_public(host: str, port: int, option: str = "--port") -> socket.socket:
+    """A socket listening on ``host``:``port``, where participants connect, bound before
+    any link is printed (bind and hold): a busy port stops the start with its number, and
+    nothing can take it before the server serves it."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as error:
+        raise StartFailed(f"--host {host}", str(error.strerror)) from error
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn's own
+        sock.bind(address)
+        sock.listen(WORKER_BACKLOG)
+    except OSError as error:
+        sock.close()
+        hint = ("another program listens there: stop it or choose another "
+                f"{option}") if error.errno == errno.EADDRINUSE else ""
+        raise StartFailed(f"{option} {port}", f"{host}:{port}: {error.strerror}"
+                          + (f" ({hint})" if hint else "")) from error
+    return sock
+
+
+def check_free(port: int, option: str) -> None:
+    """Whether a loopback port a child binds by itself (Redis) is free now, so a busy one
+    stops the start before any link is printed."""
+    try:
+        _bound(port).close()
+    except OSError as error:
+        raise StartFailed(f"{option} {port}", f"127.0.0.1:{port}: {error.strerror}") from error
+
+
 def _close(sockets: list[socket.socket]) -> None:
     for sock in sockets:
         sock.close()
@@ -217,10 +249,16 @@ class Single:
     port: int
     message_queue: str | None = None
     durability: str = "full"
-    listen_fd: int | None = None  # a socket bound by ``Balanced`` (bind and hold)
+    listen_fd: int | None = None  # a socket bound by ``bind`` or ``Balanced``
+
+    def bind(self) -> None:
+        """Take ``host``:``port`` now (gunicorn serves the socket, and closes it)."""
+        if self.listen_fd is None:
+            self.listen_fd = bind_public(self.host, self.port).detach()
 
     def run(self) -> int:
         raise_open_file_limit()
+        self.bind()
         bind = f"fd://{self.listen_fd}" if self.listen_fd is not None else (
             f"{self.host}:{self.port}")
         options = {"bind": bind, "workers": 1,
@@ -251,9 +289,35 @@ class Balanced:
     redis_port: int | None = None  # else from PORT_RANGE
     tls: Tls | None = None
     children: list[Child] = field(default_factory=list)
+    # Bound by ``bind``: the public port (and the redirect's) by port, the workers' ports.
+    public: dict[int, socket.socket] = field(default_factory=dict)
+    worker_sockets: list[socket.socket] = field(default_factory=list)
+
+    def bind(self) -> None:
+        """Take every port the study needs now, so a busy one stops the start before any
+        link is printed: HAProxy's (it gets the sockets), the workers', and Redis's when
+        one is given (Redis binds by itself: checked free)."""
+        if self.public:
+            return
+        try:
+            self.public[self.port] = bind_public(self.host, self.port)
+            if self.tls:
+                self.public[self.tls.http_port] = bind_public(self.host, self.tls.http_port,
+                                                              "--http-port")
+            self.worker_sockets = hold_ports(self.workers, self.worker_ports)
+            if self.redis_port and self.workers > 1 and not self.message_queue:
+                check_free(self.redis_port, "--redis-port")
+        except StartFailed:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        _close([*self.public.values(), *self.worker_sockets])
+        self.public, self.worker_sockets = {}, []
 
     def run(self) -> int:
         raise_open_file_limit()
+        self.bind()
         directory = Path(tempfile.mkdtemp(prefix="study-serve-"))
         stopping: list[int] = []
         signal.signal(signal.SIGTERM, lambda number, _: stopping.append(number))
@@ -265,13 +329,14 @@ class Balanced:
         except KeyboardInterrupt:
             return 0
         finally:
+            self._release()
             self._stop_all()
             shutil.rmtree(directory, ignore_errors=True)
 
     def _start_workers(self, directory: Path) -> list[int]:
         """Bind the workers' ports, start Redis (unless given, or one worker) and the
         workers, and wait until every worker answers; returns the workers' ports."""
-        sockets = hold_ports(self.workers, self.worker_ports)
+        sockets, self.worker_sockets = self.worker_sockets, []
         ports = [int(sock.getsockname()[1]) for sock in sockets]
         try:
             queue = self.message_queue or (
@@ -324,12 +389,13 @@ class Balanced:
         binary = _need("haproxy", "--tls-cert" if self.tls else "--workers")
         pem = self.tls.write_pem(directory) if self.tls else None
         config = directory / "haproxy.cfg"
-        config.write_text(haproxy_config(self.host, self.port, ports, self.tls, pem),
+        fds = {port: sock.fileno() for port, sock in self.public.items()}
+        config.write_text(haproxy_config(self.host, self.port, ports, self.tls, pem, fds),
                           encoding="utf-8")
-        self.children.append(Child("haproxy", [binary, "-f", str(config), "-db"]))
-        _wait_for_port(self.port, self.children[-1], host=self.host)
-        if self.tls:
-            _wait_for_port(self.tls.http_port, self.children[-1], host=self.host)
+        self.children.append(Child("haproxy", [binary, "-f", str(config), "-db"],
+                                   pass_fds=tuple(fds.values())))
+        self._release()  # HAProxy holds its own copies
+        _wait_until_serving(self.port, self.children[-1], self.host, self.tls is not None)
 
     def _wait(self, stopping: list[int]) -> int:
         """Until asked to stop. A worker that dies is routed around by HAProxy (gunicorn
@@ -362,13 +428,14 @@ class Balanced:
 
 
 def haproxy_config(host: str, port: int, worker_ports: list[int], tls: Tls | None = None,
-                   pem: Path | None = None) -> str:
+                   pem: Path | None = None, fds: dict[int, int] | None = None) -> str:
     """HAProxy in front of the workers: new participants in turn, a cookie that keeps a
     browser's long-polling requests on one worker, health checks every second so a dead
     worker is routed around (a busy one, slow to answer, is not), and tunnels (websockets)
-    kept open for a whole study. With ``tls``, HTTPS from ``pem`` (``tls_frontends``)."""
-    frontends = tls_frontends(host, port, tls, pem) if tls and pem else f"""frontend study
-    bind {host}:{port}
+    kept open for a whole study. With ``tls``, HTTPS from ``pem`` (``tls_frontends``). A
+    port in ``fds`` is served from the socket bound for it (``Balanced.bind``)."""
+    frontends = tls_frontends(host, port, tls, pem, fds) if tls and pem else f"""frontend study
+    bind {_address(host, port, fds)}
     option forwardfor
     default_backend workers
 """
@@ -399,21 +466,27 @@ backend workers
 """
 
 
-def tls_frontends(host: str, port: int, tls: Tls, pem: Path) -> str:
+def _address(host: str, port: int, fds: dict[int, int] | None) -> str:
+    """Where HAProxy listens: an inherited socket (``fd@N``), else host and port."""
+    return f"fd@{fds[port]}" if fds and port in fds else f"{host}:{port}"
+
+
+def tls_frontends(host: str, port: int, tls: Tls, pem: Path,
+                  fds: dict[int, int] | None = None) -> str:
     """HTTPS (TLS 1.2 or newer, HSTS) and, on ``tls.http_port``, a permanent redirect of
     plain HTTP to the same host and path over HTTPS. The workers learn the scheme from
     ``X-Forwarded-Proto`` (set here, never passed on from a client): their cookies are then
     ``Secure`` and Socket.IO accepts the page's https origin."""
     https_port = "" if port == 443 else f":{port}"
     return f"""frontend study
-    bind {host}:{port} ssl crt {pem} ssl-min-ver TLSv1.2
+    bind {_address(host, port, fds)} ssl crt {pem} ssl-min-ver TLSv1.2
     http-request set-header X-Forwarded-Proto https
     http-response set-header Strict-Transport-Security "{HSTS}"
     option forwardfor
     default_backend workers
 
 frontend redirect
-    bind {host}:{tls.http_port}
+    bind {_address(host, tls.http_port, fds)}
     http-request redirect location https://%[req.hdr(host),regsub(:[0-9]+$,)]{https_port}\
 %[capture.req.uri] code 301
 """
@@ -467,15 +540,29 @@ def _wait_until_healthy(port: int, process: Child, timeout: float = 120.0) -> No
                       f"not healthy within {timeout} s")
 
 
-def _wait_for_port(port: int, process: Child, host: str = "127.0.0.1",
-                   timeout: float = 30.0) -> None:
+def _wait_until_serving(port: int, process: Child, host: str, tls: bool,
+                        timeout: float = 30.0) -> None:
+    """Until HAProxy answers an HTTP request on its port: the socket listened before
+    HAProxy started (``Balanced.bind``), so a connection alone proves nothing."""
+    import http.client
+    import ssl
+
+    target = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    unverified = ssl.create_default_context()  # our own certificate, asked on this machine
+    unverified.check_hostname, unverified.verify_mode = False, ssl.CERT_NONE
     give_up = time.monotonic() + timeout
     while time.monotonic() < give_up:
         if process.poll() is not None:
             raise process.failed(f"while starting on {host}:{port}")
-        with socket.socket() as probe:
-            if probe.connect_ex((host, port)) == 0:
-                return
-        time.sleep(0.05)
+        connection = (http.client.HTTPSConnection(target, port, timeout=5, context=unverified)
+                      if tls else http.client.HTTPConnection(target, port, timeout=5))
+        try:
+            connection.request("GET", "/healthz")
+            connection.getresponse().read()
+            return
+        except (OSError, http.client.HTTPException):
+            time.sleep(0.05)
+        finally:
+            connection.close()
     raise StartFailed(f"{process.name} (pid {process.pid})",
-                      f"did not listen on {host}:{port} within {timeout} s")
+                      f"did not answer on {host}:{port} within {timeout} s")

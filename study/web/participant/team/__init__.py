@@ -40,17 +40,28 @@ class Teams:
         self.play = TeamPlay(protocol, storage, advance, fea_bounds, session_of)
 
     def enter_lobby(self, participant_id: int, now: float) -> set[int]:
-        """A measured person starts waiting; the teams that can form, form."""
+        """A measured person starts waiting; the teams that can form, form. Everyone
+        waiting is told: the count of who is here changed."""
         assert self.lobby is not None
         self.lobby.enter(participant_id, now)
-        return self.lobby.form(now) | {participant_id}
+        return self.lobby.form(now) | {participant_id} | self.lobby.waiting_ids()
+
+    def leave_lobby(self, participant: dict[str, Any], data: dict[str, Any],
+                    now: float) -> set[int]:
+        """The person leaves the waiting room; returns the others waiting (to be told)."""
+        assert self.lobby is not None
+        self.lobby.leave(participant, data, now)
+        return self.lobby.waiting_ids()
 
     def tick(self, now: float, reason: str = "deadline") -> set[int]:
         """Timers, presence, round starts and ends, in the caller's transaction; ``reason``
         is the rounds' close reason (``recovery`` at a server's start)."""
         if self.lobby is None or self.play is None:
             return set()
-        return self.lobby.form(now) | self.play.tick(now, reason)
+        placed = self.lobby.form(now)
+        if placed:  # the people still waiting count fewer people here
+            placed |= self.lobby.waiting_ids()
+        return placed | self.play.tick(now, reason)
 
     def next_due(self, now: float) -> float | None:
         """When the teams next need the clock: a timer, a round start, or the watch."""
@@ -62,8 +73,13 @@ class Teams:
         return min(times, default=None)
 
     def drop(self, participant_id: int, reason: str, now: float) -> set[int]:
-        """An agent takes the person's seat from the next round (no-op outside a team)."""
-        return self.play.drop(participant_id, reason, now) if self.play else set()
+        """An agent takes the person's seat from the next round (no-op outside a team);
+        a person who leaves the waiting room changes what the others there read."""
+        if self.play is None or self.lobby is None:
+            return set()
+        waiting = self.lobby.waiting_ids()
+        return self.play.drop(participant_id, reason, now) | (
+            waiting if participant_id in waiting else set())
 
     def codes(self, participant_ids: set[int]) -> list[str]:
         """The codes of participants still on record (pushes go by code)."""

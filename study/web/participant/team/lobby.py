@@ -104,7 +104,9 @@ class Lobby:
         self.advance(participant["id"], "unmatched", now)
 
     def page(self, participant_id: int) -> dict[str, Any] | None:
-        """What the waiting page shows: who is here, and when the wait ends."""
+        """What the waiting page shows: how many of the people here can be in one team
+        with the person (by traits, only those whose team with them is of a wanted type;
+        the others are counted apart), what the wait is for, and when it ends."""
         row = self.storage.one("SELECT * FROM lobby WHERE participant_id = ?",
                                (participant_id,))
         if row is None:
@@ -112,12 +114,55 @@ class Lobby:
         waiting = self.waiting()
         shared = self.shared_deadline(waiting)
         individual = row["individual_deadline"]
-        return {"waiting": len(waiting), "needed": self.design.persons,
+        ids = [other["participant_id"] for other in waiting]
+        fitting = self._fitting(participant_id, ids)
+        here = min(1 + fitting, self.design.persons)
+        others = len(ids) - 1 - fitting if participant_id in ids else len(ids)
+        return {"waiting": here, "needed": self.design.persons,
+                "missing": self.design.persons - here,
+                "others": others if self.design.formation == "traits" else 0,
+                "formation": self.design.formation,
                 "entered_at": row["entered_at"], "shared_deadline": shared,
                 "individual_deadline": individual,
                 "deadline": min((t for t in (shared, individual) if t), default=None),
                 "on_timeout": self.design.on_timeout,
                 "leave_at": row["entered_at"] + self.design.leave_after_seconds}
+
+    def waiting_ids(self) -> set[int]:
+        """Everyone waiting: whose page counts change when someone comes or goes."""
+        return {row["participant_id"] for row in self.waiting()}
+
+    def _fitting(self, participant_id: int, ids: list[int]) -> int:
+        """How many of the others waiting (``ids``, in arrival order) can be in one team
+        with the person: by arrival, all; by traits, those whose pair with the person
+        (formation by traits pairs two people) is of a type the design names."""
+        if participant_id not in ids:
+            return 0
+        if self.design.formation == "arrival":
+            return len(ids) - 1
+        c, p = self._measured(ids)
+        k = ids.index(participant_id)
+        pairs = np.array([sorted((k, j)) for j in range(len(ids)) if j != k],
+                         dtype=int).reshape(-1, 2)
+        return int(self._of_wanted_type(c[pairs], p[pairs]).sum())
+
+    def _measured(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """``[m, n]`` capabilities and preferences of these people, in one query."""
+        c = np.zeros((len(ids), len(self.protocol.cookies)))
+        p = np.zeros_like(c)
+        row_of = {participant_id: k for k, participant_id in enumerate(ids)}
+        for row in self.storage.all(
+                "SELECT participant_id, kind, task_type, value FROM measurements WHERE "
+                "kind IN ('capability', 'preference') AND "
+                f"participant_id IN ({', '.join('?' * len(ids))})", tuple(ids)):
+            target = c if row["kind"] == "capability" else p
+            target[row_of[row["participant_id"]], row["task_type"]] = row["value"]
+        return c, p
+
+    def _of_wanted_type(self, c: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """``[B]``: whether each team (``[B, h, n]``) has a live type the design names."""
+        wanted = [TEAM_TYPES.index(name) for name in self.design.team_types]
+        return np.isin(team_type_codes(c, p), wanted)
 
     # --- forming ------------------------------------------------------------------------
 
@@ -147,12 +192,11 @@ class Lobby:
         """The combinations of ``size`` people (by index, in order) whose team alone has a
         live type the design names; typed a block at a time, as ``live_type`` would."""
         combinations = itertools.combinations(range(len(c)), size)
-        wanted = [TEAM_TYPES.index(name) for name in self.design.team_types]
         while block := list(itertools.islice(combinations, TYPED_BLOCK)):
             index = np.array(block)
-            for combination, code in zip(block, team_type_codes(c[index], p[index]),
-                                         strict=True):
-                if code in wanted:
+            for combination, wanted in zip(block, self._of_wanted_type(c[index], p[index]),
+                                           strict=True):
+                if wanted:
                     yield combination
 
     def _time_out(self, row: dict[str, Any], waiting: list[dict[str, Any]], formed_by: str,

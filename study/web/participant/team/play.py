@@ -19,6 +19,7 @@ import numpy as np
 from study.cookies import cookie_elements, target
 from study.model import Team
 from study.protocol import TASK_NAMES, Protocol, TeamDesign
+from study.protocol_schema import team_page
 from study.solver import Policy, solve
 from study.storage import Storage, to_json
 from study.web.participant import rounds
@@ -300,6 +301,14 @@ class TeamPlay:
             for human, kit in enumerate(kits)])
 
     # --- what the pages show --------------------------------------------------------------
+
+    def team_page(self, participant_id: int) -> str:
+        """Which team page tells the person who is in their team: all people, people and
+        agents, or they alone with agents (seats as the team was formed)."""
+        seats = self.storage.all("SELECT s.kind FROM seats s JOIN seats mine ON "
+                                 "mine.team_id = s.team_id WHERE mine.participant_id = ?",
+                                 (participant_id,))
+        return team_page(sum(seat["kind"] == "person" for seat in seats), len(seats))
 
     def member(self, participant_id: int) -> dict[str, Any] | None:
         """``state.team``: the person's team and its seats."""
