@@ -201,10 +201,10 @@ def cross_problems(doc: schema.ProtocolFile, data: dict[str, Any]) -> Iterator[P
     yield from _robot_reference_problems(doc, data)
     yield from _character_problems(data)
     yield from _calibration_problems(doc)
+    yield from _singular_problems(doc)
     yield from _analysis_problems(doc)
     yield from _pool_problems(doc)
     yield from _team_problems(doc)
-    yield from _singular_problems(doc)
     yield from _recruitment_problems(doc)
     yield from _size_problems(doc)
 
@@ -327,6 +327,18 @@ def _calibration_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
                                    "the pilot's last measurement cannot precede its first")
 
 
+def _singular_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    """A text with a number and its singular are overridden together: one left to its
+    default would show in another language whenever the number is, or is not, 1."""
+    given = doc.texts.model_fields_set
+    for key in sorted(given):
+        singular = singular_of(key)
+        pair = singular or plural_of(key)
+        if pair is not None and pair not in given:
+            yield f"texts.{key}", (f"goes with texts.{pair}: override both "
+                                   f"({singular or key} is shown when the number is 1)")
+
+
 def _texts(node: Any, dotted: str) -> Iterator[tuple[str, str]]:
     if isinstance(node, str):
         yield dotted, node
@@ -401,18 +413,27 @@ def _team_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
     if not lobby.shared_seconds and not lobby.individual_seconds:
         yield "team.lobby", ("needs shared_seconds or individual_seconds: a lobby without a "
                              "timer can strand people who wait for a team that never fills")
-def _singular_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
-    """A text with a number and its singular are overridden together: one left to its
-    default would show in another language whenever the number is, or is not, 1."""
-    given = doc.texts.model_fields_set
-    for key in sorted(given):
-        singular = singular_of(key)
-        pair = singular or plural_of(key)
-        if pair is not None and pair not in given:
-            yield f"texts.{key}", (f"goes with texts.{pair}: override both "
-                                   f"({singular or key} is shown when the number is 1)")
 
 
+def _team_pages(team: schema.TeamSection) -> Iterator[tuple[str, str, str]]:
+    """The team pages people of this design can read (each the page, the key that makes
+    it possible, and how): a full lobby group in the seats, and, with agents on a
+    timeout, one person alone or (by arrival, three people a team) two."""
+    persons = team.seats.count("person")
+    full = schema.team_page(persons, len(team.seats))
+    if full == "team":
+        yield full, "team", "seats people only"
+    else:
+        yield full, "team.seats", (f"seats {persons} {'person' if persons == 1 else 'people'}"
+                                   " with agents")
+    if team.lobby.on_timeout != "agents":
+        return
+    if persons > 1:
+        yield ("team_only_agents", "team.lobby.on_timeout",
+               'is "agents": a person who waits alone past a timer is seated with agents')
+    if team.formation == "arrival" and persons > 2:
+        yield ("team_with_agents", "team.lobby.on_timeout",
+               'is "agents": two people who wait past a timer are seated with agents')
 
 
 def _recruitment_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
@@ -487,27 +508,6 @@ def _best_type(sample_c: Any) -> int | None:
     depth, node = 0, sample_c
     while isinstance(node, list) and node:
         depth, node = depth + 1, node[0]
-def _team_pages(team: schema.TeamSection) -> Iterator[tuple[str, str, str]]:
-    """The team pages people of this design can read (each the page, the key that makes
-    it possible, and how): a full lobby group in the seats, and, with agents on a
-    timeout, one person alone or (by arrival, three people a team) two."""
-    persons = team.seats.count("person")
-    full = schema.team_page(persons, len(team.seats))
-    if full == "team":
-        yield full, "team", "seats people only"
-    else:
-        yield full, "team.seats", (f"seats {persons} {'person' if persons == 1 else 'people'}"
-                                   " with agents")
-    if team.lobby.on_timeout != "agents":
-        return
-    if persons > 1:
-        yield ("team_only_agents", "team.lobby.on_timeout",
-               'is "agents": a person who waits alone past a timer is seated with agents')
-    if team.formation == "arrival" and persons > 2:
-        yield ("team_with_agents", "team.lobby.on_timeout",
-               'is "agents": two people who wait past a timer are seated with agents')
-
-
     rows = {1: [[sample_c] * 2], 2: [sample_c], 3: sample_c}.get(depth, [])
     if not rows or not all(_pairs(row) for row in rows):
         return None
