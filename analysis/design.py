@@ -75,6 +75,7 @@ class Design:
     post_items: tuple[Item, ...] = ()
     rules: AnalysisRules = field(default_factory=AnalysisRules)
     source: str = "no protocol"
+    tied_ratings: str = "lowest-index"  # what equal theme ratings led to ([study])
 
     @property
     def manipulation_check(self) -> Item | None:
@@ -154,7 +155,8 @@ def design_from_text(text: str, source: str) -> Design:
                   conditions=tuple(c["id"] for c in raw.get("conditions", [])),
                   session_items=_items(questionnaires.get("session", {}), scales),
                   post_items=_items(questionnaires.get("post", {}), scales),
-                  rules=rules, source=source)
+                  rules=rules, source=source,
+                  tied_ratings=str(study.get("tied_ratings", "lowest-index")))
 
 
 def study_design(protocol_texts: Mapping[str, str], protocol_file: Path | None = None,

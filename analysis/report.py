@@ -32,6 +32,7 @@ from analysis import (
     sessions,
     simulation,
     teams,
+    ties,
     tradeoff,
 )
 from analysis.calibration import section as calibration_section
@@ -198,7 +199,9 @@ def _teams_section(study: Study, out: Path) -> Section:
     section.text = teams.summary(study.stages, data.teammates, analysed.teammates)
     types = teams.live_types(analysed.teammates)
     section.tables += [("Live team types", types),
-                       ("Target attainment", teams.attainment(study.stages)),
+                       ("Target attainment", teams.attainment(
+                           study.stages, ties.tied_ids(data.participants)
+                           if study.design.tied_ratings == "unmatched" else ())),
                        ("Teammate rule", teams.rule_counts(
                            data.teammates, analysed.teammates["participant_id"]))]
     section.figures.append(("Live team types", figures.save(
@@ -384,6 +387,7 @@ def _design_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Section:
          ("Mixed models", mixed)])
     conditions = sorted(outcomes["condition"].unique(), key=str)
     rated = _likert_answers(study)
+    _tied_section_part(section, study, outcomes, rated, names)
     wide = rated.pivot_table(index="session_id", columns="item", values="value")
     wide.columns = [f"rating_{item}" for item in wide.columns]
     paired = outcomes.merge(wide, left_on="session_id", right_index=True, how="left")
@@ -393,6 +397,25 @@ def _design_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Section:
     section.figures.append(("Each participant in both conditions", figures.save(
         figures.slope_figure(paired, shown, conditions, _points(study)), out, "paired")))
     return section
+
+
+def _tied_section_part(section: Section, study: Study, outcomes: pd.DataFrame,
+                       rated: pd.DataFrame, names: list[str]) -> None:
+    """The condition effects with and without the participants who rated both themes
+    equally: their correlation, and so their role, came from a rule, not from them."""
+    tied = ties.tied_ids(study.analysed.participants) & set(outcomes["participant_id"])
+    rule = study.design.tied_ratings
+    if not tied:
+        section.text += (" No analysed participant rated both themes equally (the "
+                         f"protocol's tied_ratings: {rule}).")
+        return
+    section.text += (f" {len(tied)} analysed participants rated both themes equally: which "
+                     f"type they prefer, and so their role, came from the protocol's rule "
+                     f"(tied_ratings: {rule}), not from them; the last table gives each "
+                     f"condition effect with and without them.")
+    section.tables.append((f"Condition effects with and without the {len(tied)} "
+                           f"participants with tied ratings", ties.with_and_without(
+                               outcomes, rated, names, tied, _points(study))))
 
 
 def _session_time_section(data: StudyData, out: Path) -> Section:

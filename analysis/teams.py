@@ -23,6 +23,7 @@ ROLES = ("most-capable", "other")
 PLACEMENT = ("rule", "nearest_distance", "passed_over", "passed_same_plan",
              "passed_off_target", "live_type", "participant_role", "target_met")
 UNMATCHED = "unmatched: no member formed the target team"
+UNMATCHED_TIED = "unmatched: tied ratings (tied_ratings = unmatched)"
 SENSITIVITY_COLUMNS = ["outcome", "contrast", "participants_all", "difference_all",
                        "participants_without_passed_over", "difference_without_passed_over",
                        "change"]
@@ -55,12 +56,17 @@ def live_types(teammates: pd.DataFrame) -> pd.DataFrame:
                                 "target_met"]]
 
 
-def attainment(stages: pd.DataFrame) -> pd.DataFrame:
+def attainment(stages: pd.DataFrame, tied: Iterable[int] = ()) -> pd.DataFrame:
     """Every participant link that reached team formation, by where it put them: in the
-    target team, off target (the protocol let them continue), or the unmatched page."""
+    target team, off target (the protocol let them continue), or the unmatched page, the
+    ``tied`` participants (equal ratings) apart when they met it."""
     target = stages["target"] if "target" in stages else pd.Series(dtype=object)
     counts = {name: int(target.eq(name).sum()) for name in TARGETS.values()}
-    counts[UNMATCHED] = int(stages["outcome"].eq("unmatched").sum())
+    unmatched = stages["outcome"].eq("unmatched")
+    for_tie = unmatched & stages["participant_id"].isin(set(tied))
+    counts[UNMATCHED] = int((unmatched & ~for_tie).sum())
+    if for_tie.any():
+        counts[UNMATCHED_TIED] = int(for_tie.sum())
     table = pd.DataFrame({"placement": list(counts), "participants": list(counts.values())})
     total = table["participants"].sum()
     table["share"] = table["participants"] / total if total else float("nan")

@@ -59,6 +59,7 @@ class Pilot:
     preferences: np.ndarray  # [people, types] preference coefficients
     dates: tuple[str, str]
     left_out: dict[str, int] = field(default_factory=dict)
+    ties: tuple[int | None, ...] = ()  # per person: the recorded draw for tied ratings
 
     @property
     def people(self) -> int:
@@ -157,7 +158,7 @@ def read_pilot(path: Path, protocol: Protocol) -> Pilot:
                      np.array([preferences[pid] for pid in kept],
                               dtype=float).reshape(len(kept), len(TASK_NAMES)),
                      _dates([at for pid in kept for _, at in speeds[pid].values()]),
-                     dict(Counter(reasons.values())))
+                     dict(Counter(reasons.values())), _tie_draws(db, kept))
 
 
 def _check_protocol(db: sqlite3.Connection, path: Path, name: str) -> None:
@@ -239,6 +240,16 @@ def _number(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+def _tie_draws(db: sqlite3.Connection, people: Sequence[int]) -> tuple[int | None, ...]:
+    """Per participant, the type drawn for equal ratings (``tied_ratings = "random"``);
+    None where nothing was drawn or the database predates the record."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(participants)")}
+    if "tie_preferred" not in columns:
+        return tuple(None for _ in people)
+    drawn = dict(db.execute("SELECT id, tie_preferred FROM participants").fetchall())
+    return tuple(drawn.get(pid) for pid in people)
 
 
 def _dates(times: Sequence[float]) -> tuple[str, str]:

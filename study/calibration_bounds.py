@@ -115,9 +115,11 @@ def pilot_live_teams(protocol: Protocol, pilot: Pilot,
                      fea: FeaSettings) -> tuple[list[Team], dict[str, int]]:
     """The live team each pilot participant forms under ``protocol`` (capabilities: their
     raw speeds over its reference speeds), placed by its teammate rule in its pool built
-    with FEA bounds ``fea``; and why the others were not placed."""
+    with FEA bounds ``fea``, tied ratings read by its ``tied_ratings`` (a random reading
+    by the pilot's recorded draw, the lowest index where it drew none); and why the
+    others were not placed."""
     from study.pool import NoEligibleTeam, Pool, ensure_pool
-    from study.pool.placing import PoolMembers, place
+    from study.pool.placing import PoolMembers, place, tied
 
     spec = replace(protocol.pool_spec(), fea=fea)
     if spec.humans != 2:
@@ -132,9 +134,13 @@ def pilot_live_teams(protocol: Protocol, pilot: Pilot,
         source = PoolMembers(Pool.load(path), path.name)
         for k in range(pilot.people):
             c = np.clip(pilot.speeds[k] / references, LOWEST, HIGHEST)
+            p = pilot.preferences[k]
+            if protocol.tied_ratings == "unmatched" and tied(p):
+                unplaced["tied ratings"] = unplaced.get("tied ratings", 0) + 1
+                continue
+            drawn = pilot.ties[k] if protocol.tied_ratings == "random" and pilot.ties else None
             try:
-                placed = place(source, c, pilot.preferences[k], protocol.conditions,
-                               protocol.kits)
+                placed = place(source, c, p, protocol.conditions, protocol.kits, drawn)
             except NoEligibleTeam:
                 placed = None
             if placed is None:

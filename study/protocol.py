@@ -206,6 +206,7 @@ class Protocol:
     texts: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_TEXTS))
     extra: dict[str, Any] = field(default_factory=dict)
     team: TeamDesign | None = None
+    tied_ratings: str = "lowest-index"  # what equal theme ratings lead to (docs/protocol.md)
 
     @property
     def open_enrolment(self) -> bool:
@@ -327,6 +328,7 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
         theme_assignment=doc.study.theme_assignment,
         preferred_on=(None if doc.study.preferred_on is None
                       else TASK_NAMES.index(doc.study.preferred_on)),
+        tied_ratings=doc.study.tied_ratings,
         themes=themes,
         conditions=tuple(_condition(c) for c in doc.conditions),
         pages={name: Page(page.title, page.text) for name in (*PAGES, *TEAM_PAGES)

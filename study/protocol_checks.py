@@ -245,6 +245,10 @@ def _theme_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
                                      'carries the theme rated higher ("squares" or "letters")')
     if not by_rating and doc.study.preferred_on is not None:
         yield "study.preferred_on", 'applies only with theme_assignment = "by-rating"'
+    if doc.study.tied_ratings == "random" and doc.team is not None:
+        yield "study.tied_ratings", ('"random" reads a tie when an agent teammate is chosen; a '
+                                     '[team] is formed in its lobby: use "lowest-index" or '
+                                     '"unmatched"')
 
 
 def _condition_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:

@@ -32,7 +32,9 @@ TASK_NAMES = ("squares", "letters")
 ROUND_ORDERS = ("default", "anytime-fair")
 CONDITION_ORDERS = ("alternate", "fixed")
 THEME_ASSIGNMENTS = ("fixed", "by-rating")
-TIED_RATINGS = ("fixed",)
+# What equal theme ratings (a tie in a participant's preferences) lead to: the lowest-index
+# reading of MODEL.md, the unmatched page, or a random reading drawn and recorded.
+TIED_RATINGS = ("lowest-index", "unmatched", "random")
 PAGES = ("consent", "themes", "practice", "teammate", "intro", "session", "debrief", "done",
          "declined", "withdrawn", "unmatched")
 # Pages of a protocol with a [team] (docs/teams.md): the waiting room, and the team's page
@@ -213,7 +215,12 @@ class StudySection(Strict):
     preferred_on: Literal[TASK_NAMES] | None = Field(
         None, description="by-rating: the cookie that carries the theme rated higher.")
     tied_ratings: Literal[TIED_RATINGS] = Field(
-        "fixed", description="by-rating, equal ratings: fixed keeps the themes of [cookies].")
+        "lowest-index", description="Equal theme ratings (tied preferences; by-rating keeps "
+                                    "the [cookies] themes for them): lowest-index reads the "
+                                    "tie as preferring squares (MODEL.md); unmatched gives "
+                                    "the unmatched page once practice ends, before a team "
+                                    "is formed; random draws the type read as preferred, "
+                                    "recorded per participant (participants.tie_preferred).")
 
 
 class CookieType(Strict):

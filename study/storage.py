@@ -44,7 +44,7 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
          "condition_order": TEXT, "external_ids": TEXT, "consent": TEXT, "consent_at": REAL,
          "data_consent": TEXT, "finished_at": REAL, "withdrawn_at": REAL,
          "robots_identical": INT, "recruitment_id": TEXT, "origin": TEXT, "themes": TEXT,
-         "themes_rule": TEXT, "withdrawn_from": TEXT},
+         "themes_rule": TEXT, "withdrawn_from": TEXT, "tie_preferred": INT},
         {"code", "protocol", "created_at", "step"}, [], [["code"]]),
     "steps": (
         {"id": INT, "participant_id": INT, "step": TEXT, "at": REAL},

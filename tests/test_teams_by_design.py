@@ -387,3 +387,100 @@ def test_study_contrast_prints_the_pairs_and_the_rounds_per_role(tmp_path, capsy
     figures = json.loads(capsys.readouterr().out)
     share = figures["pairs"][0]["share_differ"]
     assert f"{100 * share:.1f}% ({figures['pairs'][0]['teams_differ']:,})" in pair
+
+
+# --- tied ratings ---------------------------------------------------------------------------
+
+
+def tied_ratings(tmp_path: Path, rule: str) -> Path:
+    return write_protocol(tmp_path, "study2", 'tied_ratings = "lowest-index"',
+                          f'tied_ratings = "{rule}"')
+
+
+@pytest.fixture(scope="module")
+def study2_small_pool(tmp_path_factory):
+    spec = PoolSpec.from_protocol(PROTOCOLS / "study2.toml").with_changes(teams=20_000)
+    path = build_pool(spec, tmp_path_factory.mktemp("s2small") / "pool.parquet",
+                      progress=False)
+    return PoolTeammates(Pool.load(path), "study2-small")
+
+
+def test_tied_ratings_lowest_index_puts_a_tied_person_in_the_role(tmp_path, study2_small_pool):
+    """Today's rule, the default: equal ratings are read as preferring squares, which makes
+    a person of the model (best at letters) the negatively correlated most capable human."""
+    from study.bots.human import Human
+
+    run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path, study2_small_pool)
+    person = run.person("tied-1", Human(), np.random.default_rng(5), {"ravens": 4,
+                                                                      "steelers": 4})
+    assert (person.step, person.live_type, person.participant_role) == (
+        "teammate", "mixed", "most-capable")
+    assert run.storage.participant("tied-1")["tie_preferred"] is None
+
+
+def test_tied_ratings_unmatched_sends_tied_people_to_the_unmatched_page(tmp_path,
+                                                                         study2_small_pool):
+    from study.bots.human import Human
+
+    run = HumanJourneys(tied_ratings(tmp_path, "unmatched"), tmp_path, tmp_path,
+                        study2_small_pool)
+    rng = np.random.default_rng(6)
+    tied = run.person("tied-2", Human(), rng, {"ravens": 6, "steelers": 6})
+    rated = run.person("rated-2", Human(), rng, {"ravens": 6, "steelers": 2})
+    assert tied.step == "unmatched" and tied.live_type is None
+    assert len(tied.capabilities) == 2, "the practice is measured and kept"
+    pid = run.storage.participant("tied-2")["id"]
+    assert run.storage.all("SELECT * FROM teammates WHERE participant_id = ?", (pid,)) == []
+    assert run.storage.all("SELECT * FROM sessions WHERE participant_id = ? AND number > 0",
+                           (pid,)) == []
+    assert rated.step == "teammate" and rated.target_met == 1
+
+
+@pytest.mark.parametrize(("drawn", "placed"), [(0, True), (1, False)])
+def test_tied_ratings_random_records_the_draw_and_the_live_team_reads_it(
+        tmp_path, study2_small_pool, monkeypatch, drawn, placed):
+    """Drawn squares, the tied person is read as preferring squares: negatively correlated,
+    the target's most capable human. Drawn letters, their best cookie: positively
+    correlated, no member makes them that human, and the typed rule sends them to the
+    unmatched page. A person who did not tie draws nothing."""
+    from study.bots.human import Human
+    from study.web.participant import steps
+
+    draws = []
+    monkeypatch.setattr(steps.secrets, "randbelow", lambda n: draws.append(n) or drawn)
+    run = HumanJourneys(tied_ratings(tmp_path, "random"), tmp_path, tmp_path,
+                        study2_small_pool)
+    rng = np.random.default_rng(7)
+    tied = run.person("tied-3", Human(), rng, {"ravens": 5, "steelers": 5})
+    assert draws == [2]
+    assert run.storage.participant("tied-3")["tie_preferred"] == drawn
+    if placed:
+        assert (tied.live_type, tied.participant_role, tied.target_met) == (
+            "mixed", "most-capable", 1)
+    else:
+        assert tied.step == "unmatched"
+    rated = run.person("rated-3", Human(), rng, {"ravens": 5, "steelers": 3})
+    assert draws == [2] and run.storage.participant("rated-3")["tie_preferred"] is None
+    assert rated.target_met == 1
+
+
+def test_a_recorded_draw_changes_the_live_team_type_and_nothing_else(study2_pool):
+    """The pool's classification of a tied participant's live team: by the lowest index
+    without a draw, by the drawn type with one; the coefficients stay the person's."""
+    index = study2_pool.index(study2_pool.spec.teammate)
+    c, p = np.array([0.25, 0.8]), np.array([0.5, 0.5])  # best at letters, tied preferences
+    position, _ = index.nearest(c, p)
+    spec, target = study2_pool.spec, study2_pool.spec.teammate
+    lowest = classify(spec, target, index, np.array([position]), c, p)
+    squares = classify(spec, target, index, np.array([position]), c, p, preferred=0)
+    letters = classify(spec, target, index, np.array([position]), c, p, preferred=1)
+    assert lowest.codes[0] == squares.codes[0] != letters.codes[0]
+    assert list(targets(spec, target, index, c, p, preferred=1)) == [], \
+        "positively correlated: never the Mixed team's most capable human"
+    assert next(targets(spec, target, index, c, p, preferred=0)).live_type == "mixed"
+
+
+def test_random_tied_ratings_are_refused_with_a_team(tmp_path, capsys):
+    path = write_protocol(tmp_path, "teams2", "[study]\n", '[study]\ntied_ratings = "random"\n')
+    assert study_main(["check", str(path)]) == 2
+    assert "study.tied_ratings" in capsys.readouterr().err

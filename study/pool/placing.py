@@ -168,6 +168,13 @@ def plans_differ(policies: Sequence[Policy]) -> bool:
     return len({tuple(map(tuple, policy.plan)) for policy in policies}) > 1
 
 
+def tied(p: np.ndarray) -> bool:
+    """Whether a participant's preferences tie at the top (equal ratings): then no rating
+    of theirs says which type they prefer, only a rule (``tied_ratings``)."""
+    values = np.asarray(p, dtype=float)
+    return int((values == values.max()).sum()) > 1
+
+
 def place(source: TeammateSource, c: np.ndarray, p: np.ndarray, conditions: Sequence[Robot],
           kits: tuple[int, ...], preferred: int | None = None) -> Placed | None:
     """The teammate by the source's rule: ``nearest`` (Eq. 6), ``distinct`` (the nearest

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -103,7 +104,9 @@ class Steps:
                 "label": theme.name, "value_number": ratings[theme.id], "at": now})
         themes, rule = self.protocol.assign_themes(ratings)
         self.storage.update("participants", pid, {"themes": json.dumps(themes),
-                                                  "themes_rule": rule})
+                                                  "themes_rule": rule,
+                                                  "tie_preferred": self._tie_draw(ratings,
+                                                                                  themes)})
         for cookie in self.protocol.cookies:
             theme = themes[cookie.task_type]
             self.storage.insert("measurements", {
@@ -115,6 +118,13 @@ class Steps:
                                          "rounds": len(self.protocol.practice),
                                          "created_at": now})
         self._advance(pid, "practice", now)
+
+    def _tie_draw(self, ratings: dict[str, int], themes: tuple[str, ...]) -> int | None:
+        """Under ``tied_ratings = "random"``, for equal ratings of the cookies' themes: the
+        task type drawn to count as preferred, so no fixed rule gives tied people a role."""
+        if self.protocol.tied_ratings != "random" or len({ratings[t] for t in themes}) > 1:
+            return None
+        return secrets.randbelow(len(themes))
 
     def _answers(self, participant: dict[str, Any], step: str, data: dict[str, Any],
                  now: float) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from study.decorator import HIGHEST, LOWEST, coefficient_from_speed
-from study.pool.placing import Placed, place
+from study.pool.placing import Placed, place, tied
 from study.protocol import TASK_NAMES, Protocol
 from study.solver import Policy
 from study.storage import Storage
@@ -57,7 +57,11 @@ class TeamFormation(PartialCookies):
                 "AND s.finished_at IS NOT NULL", (participant_id,))
             if waiting is None:  # formed already, or the participant left
                 return
-            if self.protocol.team is not None:  # measured, they wait for their team
+            if self._unmatched_for_tie(participant_id):  # measured, then the unmatched page
+                self._measure_capabilities(participant_id, self.clock())
+                self._advance(participant_id, "unmatched", self.clock())
+                changed = {participant_id}
+            elif self.protocol.team is not None:  # measured, they wait for their team
                 self._measure_capabilities(participant_id, self.clock())
                 changed = self.teams.enter_lobby(participant_id, self.clock())
             else:
@@ -73,6 +77,18 @@ class TeamFormation(PartialCookies):
         for row in waiting:
             self._form_team_now(row["id"])
         return len(waiting)
+
+    def _preference_values(self, participant_id: int) -> np.ndarray:
+        rows = self.storage.all("SELECT task_type, value FROM measurements WHERE "
+                                "participant_id = ? AND kind = 'preference' ORDER BY task_type",
+                                (participant_id,))
+        return np.array([row["value"] for row in rows])
+
+    def _unmatched_for_tie(self, participant_id: int) -> bool:
+        """``tied_ratings = "unmatched"``: equal ratings say nothing of the preference a
+        role needs, so no team is formed on them."""
+        return self.protocol.tied_ratings == "unmatched" and tied(
+            self._preference_values(participant_id))
 
     def _measure_capabilities(self, participant_id: int, now: float) -> np.ndarray:
         """The second practice round of each type gives the capability coefficient: its
@@ -118,16 +134,14 @@ class TeamFormation(PartialCookies):
         from study.pool import NoEligibleTeam
 
         c = self._measure_capabilities(participant_id, now)
-        rows = self.storage.all("SELECT task_type, value FROM measurements WHERE "
-                                "participant_id = ? AND kind = 'preference' ORDER BY task_type",
-                                (participant_id,))
-        p = np.array([row["value"] for row in rows])
+        p = self._preference_values(participant_id)
         participant = self.storage.one("SELECT * FROM participants WHERE id = ?",
                                        (participant_id,))
         conditions = [self.protocol.condition(condition_id) for condition_id
                       in json.loads(participant["condition_order"])]  # type: ignore[index]
         try:
-            placed = place(self.teammates, c, p, conditions, self.protocol.kits)
+            placed = place(self.teammates, c, p, conditions, self.protocol.kits,
+                           participant["tie_preferred"])  # type: ignore[index]
         except NoEligibleTeam:
             placed = None
         if placed is None:
