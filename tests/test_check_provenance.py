@@ -110,7 +110,7 @@ def test_a_fixed_bounds_flag_changes_the_pool_digest_and_only_when_set(tmp_path)
 
 
 def test_study_serve_refuses_stale_bounds_before_building_anything(tmp_path):
-    path, built = study2_with(tmp_path, "teams digest {built}", f"teams digest {STALE}")
+    path, _ = study2_with(tmp_path, "teams digest {built}", f"teams digest {STALE}")
     run = tmp_path / "run"
     run.mkdir()
     done = subprocess.run([sys.executable, "-m", "study.cli", "serve", str(path), "--port",

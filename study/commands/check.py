@@ -1,8 +1,9 @@
 """``study check``: validate a protocol and print a summary of the study it describes.
 
 The check is ``load_protocol`` and ``refuse_stale_bounds``, the same ones ``study serve``
-runs before it starts, so a protocol that passes here is one the server accepts. ``--schema`` writes the protocol's
-JSON Schema (published as ``docs/protocol.schema.json``) for editors that check TOML.
+runs before it starts, so a protocol that passes here is one the server accepts.
+``--schema`` writes the protocol's JSON Schema (published as ``docs/protocol.schema.json``)
+for editors that check TOML.
 """
 
 from __future__ import annotations
