@@ -129,6 +129,15 @@ DEFAULT_TEXTS: dict[str, str] = {
     "storage_wait_title": "One moment, please",
     "storage_wait": "One moment, please: the bakery is catching up. Please keep this page "
                     "open; it goes on by itself.",
+    # the server's error pages (an address it does not know, a failure of its own)
+    "not_found_title": "This page does not exist",
+    "not_found_text": "The address may be mistyped or out of date. Please check it, or open "
+                      "the link you were given.",
+    "back_to_study": "Back to the study",
+    "error_title": "Something went wrong",
+    "error_text": "The bakery could not show this page. What you did before is saved. "
+                  "Please reload the page in a moment; if this happens again, please "
+                  "contact the researchers.",
     # the experimenter's holds
     "paused_title": "Please wait a moment",
     "paused_text": "The study is paused for a moment. Please keep this page open: it "

@@ -29,8 +29,8 @@ from flask_socketio import SocketIO
 from study.protocol import load_protocol
 from study.storage import Storage
 from study.web.console import views as console
+from study.web.participant import error_pages, sockets
 from study.web.participant import links as participant
-from study.web.participant import sockets
 from study.web.participant.admission import MAX_TRANSPORT_BYTES
 from study.web.participant.inputs import PacketJSON
 from study.web.participant.journey import Journey
@@ -83,6 +83,7 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
     console.init_app(app)
     security.init_app(app)
     unavailable.init_app(app)  # a full disk: 503 and a calm page, not 500
+    error_pages.init_app(app)  # 404, 500, 503 in the study's language
     recover(journey, processes)
     if app.config["SCHEDULER"]:
         scheduler = Scheduler(journey, processes)

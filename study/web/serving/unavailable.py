@@ -15,7 +15,7 @@ from study.storage_health import RETRY_AFTER_SECONDS, StorageUnavailable
 PAGE_RETRY_SECONDS = 3 * RETRY_AFTER_SECONDS
 
 
-def unavailable_page(_error: StorageUnavailable) -> tuple[str, int, dict[str, str]]:
+def unavailable_page(_error: Exception) -> tuple[str, int, dict[str, str]]:
     """503 with a calm page; browsers reload it after ``PAGE_RETRY_SECONDS``."""
     page = render_template("unavailable.html", protocol=current_app.extensions["study"].protocol)
     return page, 503, {"Retry-After": str(PAGE_RETRY_SECONDS),
