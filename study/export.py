@@ -108,6 +108,10 @@ CODEBOOK: tuple[Table, ...] = (
                "when they withdrew, read from the step log before it was erased (the "
                "report's flow places the withdrawal there)",
                allowed="a step of `step` before withdrawn, or empty"),
+        Column("tie_preferred", "INTEGER", "with equal theme ratings under the protocol's "
+               "tied_ratings = \"random\": the task type drawn at the ratings to count as "
+               "the one the participant prefers (the live team's type reads their correlation "
+               "from it)", allowed="0 (squares), 1 (letters), or empty"),
     )),
     Table("steps", "one step reached by a participant (the journey's event log)", (
         _id(), _fk("participant_id", "participants"),
