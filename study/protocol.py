@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from study import protocol_schema as schema
-from study.protocol_checks import ROBOT_PLACEHOLDER, Problem, cross_problems, schema_problems
+from study.protocol_checks import (
+    ROBOT_PLACEHOLDER,
+    Problem,
+    code_problems,
+    cross_problems,
+    schema_problems,
+)
 from study.protocol_schema import (
     CONDITION_ORDERS,
     EXCLUSION_RULES,
@@ -74,6 +80,18 @@ class Condition:
     round_order: str = "default"
     w: float = 0.7
     fea_bounds: tuple[float, float] | None = None  # None: take the pool's bounds
+
+
+@dataclass(frozen=True)
+class DeclaredAlgorithm:
+    """An ``[[algorithms]]`` table: weighted terms or a goal reward given as code
+    (``study.algorithms`` makes the model's ``Algorithm`` of it)."""
+
+    id: str
+    terms: tuple[tuple[str, float], ...] = ()
+    fea_bounds: tuple[float, float] | None = None  # None with fair_equity: the pool's
+    memory: bool = False
+    python: str | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +224,7 @@ class Protocol:
     texts: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_TEXTS))
     extra: dict[str, Any] = field(default_factory=dict)
     team: TeamDesign | None = None
+    algorithms: tuple[DeclaredAlgorithm, ...] = ()
     tied_ratings: str = "lowest-index"  # what equal theme ratings lead to (docs/protocol.md)
 
     @property
@@ -229,6 +248,10 @@ class Protocol:
 
     def condition(self, condition_id: str) -> Condition:
         return next(c for c in self.conditions if c.id == condition_id)
+
+    def declared(self, algorithm_id: str) -> DeclaredAlgorithm | None:
+        """The ``[[algorithms]]`` table of that id; None for a preset or an unknown name."""
+        return next((a for a in self.algorithms if a.id == algorithm_id), None)
 
     def theme_of(self, task_type: int) -> Theme:
         return self.theme(self.cookies[task_type].theme)
@@ -283,6 +306,8 @@ def _validate(source: TomlSource) -> Protocol:
     except ValidationError as error:
         raise _first(source, schema_problems(error)) from None
     problems = list(cross_problems(document, source.data))
+    if not problems:  # goal rewards given as code are tried once the rest is valid
+        problems = list(code_problems(document, source.path.parent))
     if problems:
         raise _first(source, problems)
     return _build(document, source.path, _pool_spec(source))
@@ -331,6 +356,7 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
         tied_ratings=doc.study.tied_ratings,
         themes=themes,
         conditions=tuple(_condition(c) for c in doc.conditions),
+        algorithms=tuple(_declared(a) for a in doc.algorithms),
         pages={name: Page(page.title, page.text) for name in (*PAGES, *TEAM_PAGES)
                if (page := getattr(doc.pages, name)) is not None},
         preference_scale=scales[doc.preferences.scale],
@@ -367,6 +393,14 @@ def _recruitment(section: schema.Recruitment) -> Recruitment:
     return Recruitment(section.id_parameter, section.completion_url, section.return_url,
                        section.open_enrolment, float(section.unconsented_expiry_minutes),
                        float(section.binding_idle_minutes), section.id_pattern, outcomes)
+
+
+def _declared(section: schema.AlgorithmSection) -> DeclaredAlgorithm:
+    bounds = section.fea_bounds
+    return DeclaredAlgorithm(
+        section.id, tuple((name, float(weight)) for name, weight in (section.terms or {}).items()),
+        None if bounds is None else (float(bounds[0]), float(bounds[1])),
+        section.memory == "study", section.python)
 
 
 def _condition(condition: schema.Condition) -> Condition:

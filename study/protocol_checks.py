@@ -15,6 +15,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from study import protocol_schema as schema
 from study.contrast import AA_RATIO, contrast, ink_on
 from study.protocol_schema import ITEM_KINDS, TASK_NAMES
-from study.terms import InvalidInput, validate_kits
+from study.terms import ALGORITHMS, InvalidInput, terms_problems, validate_kits
 from study.texts import plural_of, singular_of
 
 Problem = tuple[str, str]  # dotted field, message
@@ -196,6 +197,7 @@ def cross_problems(doc: schema.ProtocolFile, data: dict[str, Any]) -> Iterator[P
     yield from _study_problems(doc)
     yield from _theme_problems(doc)
     yield from _condition_problems(doc)
+    yield from _algorithm_problems(doc)
     yield from _scale_problems(doc)
     yield from _questionnaire_problems(doc)
     yield from _robot_reference_problems(doc, data)
@@ -268,6 +270,71 @@ def _condition_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
         elif condition.fea_bounds is not None and not (
                 condition.fea_bounds[0] < condition.fea_bounds[1]):
             yield f"conditions.{index}.fea_bounds", 'must be "pool" or [lo, hi] with lo < hi'
+
+
+def _algorithm_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    """Declared algorithms (``[[algorithms]]``) and the names conditions run them by."""
+    declared = [algorithm.id for algorithm in doc.algorithms]
+    for index, algorithm in enumerate(doc.algorithms):
+        dotted = f"algorithms.{index}"
+        if algorithm.id in ALGORITHMS:
+            yield f"{dotted}.id", (f"'{algorithm.id}' is a preset; a declared algorithm needs "
+                                   "its own id")
+        elif algorithm.id in declared[:index]:
+            yield f"{dotted}.id", f"algorithm ids must be unique ('{algorithm.id}' is repeated)"
+        yield from _reward_problems(doc, algorithm, dotted)
+    names = ", ".join([*ALGORITHMS, *declared])
+    for index, condition in enumerate(doc.conditions):
+        if condition.algorithm not in ALGORITHMS and condition.algorithm not in declared:
+            yield f"conditions.{index}.algorithm", (
+                f"must be one of {names} (a preset or the id of an [[algorithms]] table; got "
+                f"'{condition.algorithm}')")
+
+
+def _reward_problems(doc: schema.ProtocolFile, algorithm: schema.AlgorithmSection,
+                     dotted: str) -> Iterator[Problem]:
+    """Terms or code (not both), weights that sum to 1, bounds where fair_equity needs
+    them and nowhere else."""
+    if algorithm.terms is None and algorithm.python is None:
+        yield dotted, 'needs terms = { <term> = <weight>, ... } or python = "module:function"'
+        return
+    if algorithm.terms is not None and algorithm.python is not None:
+        yield f"{dotted}.python", "a goal reward is given by terms or by python, not both"
+        return
+    if algorithm.terms is not None:
+        for term, message in terms_problems(algorithm.terms):
+            yield f"{dotted}.terms" + (f".{term}" if term else ""), message
+    uses_bounds = "fair_equity" in (algorithm.terms or {})
+    given = "fea_bounds" in algorithm.model_fields_set
+    bounds = algorithm.fea_bounds
+    if uses_bounds and not given:
+        yield f"{dotted}.terms.fair_equity", ('needs fea_bounds = "pool" (the bounds of '
+                                              '[pool.fea]) or [lo, hi]')
+    elif given and not uses_bounds:
+        yield f"{dotted}.fea_bounds", "only a fair_equity term uses fea_bounds"
+    elif bounds is not None and not bounds[0] < bounds[1]:
+        yield f"{dotted}.fea_bounds", 'must be "pool" or [lo, hi] with lo < hi'
+    elif given and bounds is None and (doc.pool.fea is None or "fea" not in doc.pool.algorithms):
+        yield f"{dotted}.fea_bounds", ('"pool" needs "fea" in pool.algorithms and a [pool.fea] '
+                                       'section with bounds')
+
+
+def code_problems(doc: schema.ProtocolFile, folder: Path) -> Iterator[Problem]:
+    """Goal rewards given as code, each imported (from the Python path, else the
+    protocol's folder) and tried on sample teams of the protocol's size: one finite value
+    in [0, 1] per goal, the same on a second call."""
+    coded = [(index, algorithm) for index, algorithm in enumerate(doc.algorithms)
+             if algorithm.python is not None]
+    if not coded:
+        return
+    from study.algorithms import goal_reward_code_problem
+
+    humans = len(doc.team.seats) if doc.team else 2
+    for index, algorithm in coded:
+        problem = goal_reward_code_problem(algorithm.python, humans, tuple(doc.study.kits),
+                                           algorithm.memory == "study", folder)
+        if problem is not None:
+            yield f"algorithms.{index}.python", problem
 
 
 def _scale_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:

@@ -25,7 +25,7 @@ from pydantic import (
 
 from study.pool.names import TEAMMATE_RULES, UNPLACED
 from study.recruitment import OUTCOME_MEANINGS, pattern_problem
-from study.terms import ALGORITHMS, EXCLUSION_RULES
+from study.terms import ALGORITHMS, EXCLUSION_RULES, MEMORY_SCOPES, TERMS
 from study.texts import DEFAULT_TEXTS, allowed_placeholders, placeholders
 
 TASK_NAMES = ("squares", "letters")
@@ -67,6 +67,7 @@ COLOUR_PATTERN = r"^#[0-9a-fA-F]{6}$"
 INITIALS_PATTERN = r"^[A-Za-z0-9!]{1,4}$"
 VISIBLE = r"\S"
 LANGUAGE_PATTERN = r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$"
+PYTHON_PATTERN = r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$"
 DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 COMPLETION_CODE_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
@@ -82,6 +83,7 @@ PATTERN_HINTS = {
     VISIBLE: "must not be empty",
     URL_PATTERN: "must be an http:// or https:// address",
     LANGUAGE_PATTERN: 'must be a language tag like "en", "de" or "pt-BR"',
+    PYTHON_PATTERN: 'must name a function as module:function, e.g. "mylab.rewards:nash"',
     DAY_PATTERN: 'must be a day written "YYYY-MM-DD"',
     COMPLETION_CODE_PATTERN: "must be 1 to 64 letters, digits, '-' or '_'",
 }
@@ -251,10 +253,39 @@ def _pool_bounds(value: Any) -> Any:
     return None if value == "pool" else value
 
 
+FeaBounds = Annotated[
+    Annotated[list[Annotated[float, Field(ge=0, le=1e6)]],
+              Field(min_length=2, max_length=2)] | None,
+    BeforeValidator(_pool_bounds),
+    WithJsonSchema({"anyOf": [{"const": "pool"},
+                              {"type": "array", "items": {"type": "number", "minimum": 0},
+                               "minItems": 2, "maxItems": 2}]}),
+]
+
+
+class AlgorithmSection(Strict):
+    """An algorithm declared as data (docs/model.md, Algorithms as data)."""
+
+    id: Identifier = Field(description="The name conditions run it by (not a preset's).")
+    terms: Annotated[
+        dict[str, Annotated[float, Field(ge=0)]] | None,
+        WithJsonSchema({"type": "object", "propertyNames": {"enum": list(TERMS)},
+                        "additionalProperties": {"type": "number", "minimum": 0},
+                        "minProperties": 1}),
+    ] = Field(None, description="The goal reward's terms and their weights (>= 0, sum 1).")
+    fea_bounds: FeaBounds = Field(None, description='With a fair_equity term: "pool" (the '
+                                                    'bounds of [pool.fea]) or [lo, hi].')
+    memory: Literal[MEMORY_SCOPES] | None = Field(
+        None, description='"study": count the kits of the study\'s earlier sessions.')
+    python: str | None = Field(None, pattern=PYTHON_PATTERN, max_length=200,
+                               description="A vectorised goal reward, module:function, "
+                                           "instead of terms.")
+
+
 class Condition(Strict):
     id: Identifier
-    algorithm: Literal[ALGORITHMS] = Field(description="The allocation algorithm the robot "
-                                                       "runs.")
+    algorithm: Identifier = Field(description="The allocation algorithm the robot runs: "
+                                              "efficient, fair, fea or an [[algorithms]] id.")
     robot: str = Field(pattern=NAME_PATTERN, description="The robot's name, as participants "
                                                          "see it.")
     transparency: str = Field("", max_length=2000, description="Text explaining the robot's "
@@ -262,15 +293,9 @@ class Condition(Strict):
     round_order: Literal[ROUND_ORDERS] = Field(
         "default", description="Which round of a session gets which allocation.")
     w: float = Field(0.7, ge=0, le=1, description="FEA only: the weight of efficiency.")
-    fea_bounds: Annotated[
-        Annotated[list[Annotated[float, Field(ge=0, le=1e6)]],
-                  Field(min_length=2, max_length=2)] | None,
-        BeforeValidator(_pool_bounds),
-        WithJsonSchema({"anyOf": [{"const": "pool"},
-                                  {"type": "array", "items": {"type": "number", "minimum": 0},
-                                   "minItems": 2, "maxItems": 2}]}),
-    ] = Field(None, json_schema_extra={"default": "pool"},
-              description='FEA only: "pool" (the bounds derived from the pool) or [lo, hi].')
+    fea_bounds: FeaBounds = Field(None, json_schema_extra={"default": "pool"},
+                                  description='FEA only: "pool" (the bounds derived from the '
+                                              'pool) or [lo, hi].')
 
 
 # --- [pages], [scales], [preferences], [questionnaires] ----------------------------------
@@ -601,6 +626,9 @@ class ProtocolFile(Strict):
     study: StudySection
     cookies: Cookies
     themes: list[Theme] = Field(min_length=1, max_length=12)
+    algorithms: list[AlgorithmSection] = Field(
+        default_factory=list, max_length=12,
+        description="Algorithms declared as data; a condition runs one by its id.")
     conditions: list[Condition] = Field(min_length=2, max_length=2,
                                         description="The two robots a participant meets.")
     pages: Pages  # type: ignore[valid-type]

@@ -52,6 +52,70 @@ def cut(start: str, end: str | None) -> Callable[[str], tuple[str, int]]:
 
 
 ITEM_AGE = 'id = "age"\nlabel = "Age"\nkind = "number"\nmin = 16\nmax = 110\n'
+SECOND_CONDITION = '[[conditions]]\nid = "fair"\nalgorithm = "fair"'
+
+
+def declaring(name: str, what: str, table: str, field: str, anchor: str,
+              runs: str = "fair") -> Case:
+    """An ``[[algorithms]]`` table (``table``: its keys) before the second condition, which
+    runs ``runs``; the error names ``field`` on the line of ``anchor``."""
+    return Case(name, what, SECOND_CONDITION,
+                f'[[algorithms]]\n{table}\n\n[[conditions]]\nid = "fair"\nalgorithm = "{runs}"',
+                field, anchor)
+
+
+def coded(name: str, what: str, source: str) -> Case:
+    """A goal reward given as code (tests/goal_rewards_example.py) that the check refuses."""
+    return declaring(name, what, f'id = "coded"\npython = "{source}"', "algorithms.0.python",
+                     f'python = "{source}"', runs="coded")
+
+
+ALGORITHM_CASES = [
+    declaring("algorithm-term-unknown", "a term that does not exist",
+              'id = "maximin"\nterms = { egalitarian = 0.5, efficiency = 0.5 }',
+              "algorithms.0.terms.egalitarian", "terms = {", runs="maximin"),
+    declaring("algorithm-weight-negative", "a negative weight",
+              'id = "tilted"\nterms = { efficiency = 1.5, fairness = -0.5 }',
+              "algorithms.0.terms.fairness", "terms = {"),
+    declaring("algorithm-weights-sum", "weights that do not sum to 1",
+              'id = "short"\nterms = { efficiency = 0.5, fairness = 0.4 }',
+              "algorithms.0.terms", "terms = {"),
+    declaring("algorithm-fair-equity-unbounded", "a fair_equity term without bounds",
+              'id = "equity"\nterms = { efficiency = 0.7, fair_equity = 0.3 }',
+              "algorithms.0.terms.fair_equity", "terms = {"),
+    declaring("algorithm-bounds-unused", "bounds for an algorithm without fair_equity",
+              'id = "plain"\nterms = { efficiency = 1 }\nfea_bounds = [0, 2]',
+              "algorithms.0.fea_bounds", "fea_bounds = [0, 2]"),
+    declaring("algorithm-id-preset", "a declared algorithm named like a preset",
+              'id = "fair"\nterms = { fairness = 1 }', "algorithms.0.id",
+              'id = "fair"\nterms'),
+    declaring("algorithm-id-repeated", "two algorithms with one id",
+              'id = "twice"\nterms = { fairness = 1 }\n\n[[algorithms]]\nid = "twice"\n'
+              'terms = { efficiency = 1 }', "algorithms.1.id",
+              'id = "twice"\nterms = { efficiency'),
+    declaring("algorithm-no-reward", "an algorithm with neither terms nor code",
+              'id = "empty"', "algorithms.0", "[[algorithms]]"),
+    declaring("algorithm-terms-and-code", "both terms and code",
+              'id = "both"\nterms = { fairness = 1 }\npython = "goal_rewards_example:noisy"',
+              "algorithms.0.python", 'python = "'),
+    declaring("algorithm-python-file", "a file name for the code's function",
+              'id = "coded"\npython = "rewards.py"', "algorithms.0.python", 'python = "'),
+    declaring("algorithm-memory-unknown", "memory over something other than the study",
+              'id = "remembering"\nterms = { fairness = 1 }\nmemory = "session"',
+              "algorithms.0.memory", 'memory = "'),
+    Case("algorithm-undeclared", "a condition running an algorithm no table declares",
+         'algorithm = "fair"', 'algorithm = "maximin"', "conditions.1.algorithm"),
+    coded("algorithm-code-noisy", "code that returns other values on a second call",
+          "goal_rewards_example:noisy"),
+    coded("algorithm-code-above-one", "code that returns values above 1",
+          "goal_rewards_example:above_one"),
+    coded("algorithm-code-shape", "code that returns one value per team",
+          "goal_rewards_example:one_per_team"),
+    coded("algorithm-code-nan", "code that returns NaN for some goals",
+          "goal_rewards_example:undefined_somewhere"),
+    coded("algorithm-code-missing", "code in a module that does not exist",
+          "no_such_lab.rewards:nash"),
+]
 
 CASES = [
     # --- misspelt keys, at every level ---
@@ -490,7 +554,7 @@ def main() -> None:
     CORPUS.mkdir(exist_ok=True)
     for old in CORPUS.glob("*.toml"):
         old.unlink()
-    for case in [*CASES, *syntax_cases()]:
+    for case in [*CASES, *ALGORITHM_CASES, *syntax_cases()]:
         start, end = find(demo, case)
         text = demo[:start] + case.new + demo[end:]
         if case.anchor is None:

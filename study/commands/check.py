@@ -81,6 +81,7 @@ def summary(protocol: Any) -> list[str]:
 
     rows = [
         ("conditions", _conditions(protocol)),
+        *([("algorithms", _algorithms(protocol))] if protocol.algorithms else []),
         ("sessions", _sessions(protocol)),
         ("practice", _practice(protocol)),
         ("cookies", "; ".join(f"{c.name}: theme {c.theme}, {c.reference_speed:g} cookies/s "
@@ -113,6 +114,21 @@ def _conditions(protocol: Any) -> str:
     order = {"alternate": "order alternates between participants",
              "fixed": "always in this order"}[protocol.condition_order]
     return f"{robots}; {order}"
+
+
+def _algorithms(protocol: Any) -> str:
+    """The declared algorithms: their weighted terms (or code), bounds and memory."""
+    parts = []
+    for algorithm in protocol.algorithms:
+        reward = (f"code {algorithm.python}" if algorithm.python else
+                  " + ".join(f"{weight:g} {name}" for name, weight in algorithm.terms))
+        if any(name == "fair_equity" for name, _ in algorithm.terms):
+            bounds = algorithm.fea_bounds
+            reward += (" (bounds of [pool.fea])" if bounds is None
+                       else f" (bounds [{bounds[0]:g}, {bounds[1]:g}])")
+        memory = "; memory over the study" if algorithm.memory else ""
+        parts.append(f"{algorithm.id} = {reward}{memory}")
+    return "; ".join(parts)
 
 
 def _sessions(protocol: Any) -> str:
