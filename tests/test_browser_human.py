@@ -46,12 +46,18 @@ class HumanHands(Participant):
         self.protocol = load_protocol(protocol)
         self.themes: tuple[str, ...] | None = None  # as assigned after the ratings
 
-    def play_human_round(self, step: str) -> int:
+    def play_human_round(self, step: str, margin: float = DEADLINE_MARGIN) -> int:
         """Start the next round, decorate at the model's pace until just before the
         deadline, wait for the server to close the round."""
         self.step(step)
         self.click("start-round")
-        self.page.wait_for_selector(".bakery .cookie")
+        return self.decorate_running_round(margin)
+
+    def decorate_running_round(self, margin: float = DEADLINE_MARGIN) -> int:
+        """Decorate the round on the station at the model's pace until ``margin`` s before
+        its deadline (a real team's rounds are started by the server), wait for it to
+        close."""
+        self.page.wait_for_selector(".bakery .cookie", timeout=60_000)
         started = time.time()
         bakery = self.page.locator(".bakery")
         round_id, deadline = bakery.get_attribute("data-round"), float(
@@ -63,7 +69,7 @@ class HumanHands(Participant):
         previous: Any = "" if letters else []
         for action in self.human.round_actions(cookie, deadline - started, self.rng):
             time.sleep(max(0.0, started + action.at - time.time()))
-            if time.time() >= deadline - DEADLINE_MARGIN:
+            if time.time() >= deadline - margin:
                 break
             if letters:
                 self.letters_move(previous, action.content)
