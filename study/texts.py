@@ -154,6 +154,8 @@ DEFAULT_TEXTS: dict[str, str] = {
                   "undone.\n\nYou are free to stop at any time, without giving a reason.",
     "keep_going": "Keep going",
     "leave_confirm": "Stop and delete my data",
+    "back_stays": "You are still in the study. To stop, use “{leave}” at the bottom of the "
+                  "page.",
     "withdraw_later_title": "Changed your mind later?",
     "withdraw_later_text": "This private link deletes all your data, at any time. Keep it "
                            "somewhere safe; nobody else has it.",

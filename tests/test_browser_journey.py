@@ -237,6 +237,7 @@ def test_a_refresh_mid_round_resumes_the_same_round(server: LiveServer, browser)
     round_id, deadline = before.get_attribute("data-round"), before.get_attribute("data-deadline")
     you.decorate()
     you.wait_count(1)
+    page.on("dialog", lambda dialog: dialog.accept())  # leaving a running round asks first
     page.reload()
     page.wait_for_selector(".bakery .cookie")
     after = page.locator(".bakery")
@@ -323,6 +324,7 @@ def test_the_teammate_decorates_to_the_model_and_the_page_lets_one_leave(
             time.sleep(3)
             you.shot("teammate-desktop")
         else:
+            page.once("dialog", lambda dialog: dialog.accept())  # leaving a round asks first
             page.reload()
             page.wait_for_selector(".bakery .cookie")
             assert "delivering" not in page.locator("#runner").get_attribute("class")

@@ -556,6 +556,45 @@
     box.replaceChildren();
   }
 
+  // --- staying in the study: the Back button, and leaving mid-round -----------------------
+  // The whole study is this one page, so the browser's Back would leave it. While the study
+  // is open the page keeps a history entry of its own on top, pushed at the participant's
+  // next click or key (browsers skip, on Back, entries a page adds without one): Back takes
+  // that entry off, the participant stays where they were and is told how to stop. After
+  // the study ended Back leaves as usual. Leaving the page while a round runs (reload,
+  // close, another address, a second Back before the next click) asks first.
+  let historyGuarded = false;
+
+  function studyOpen() {
+    return Boolean(state) && !displaced && state.step !== "consent" &&
+      !["done", "declined", "withdrawn", "unmatched", "dropped"].includes(state.step);
+  }
+
+  function guardHistory() {
+    if (historyGuarded || !studyOpen()) return;
+    history.pushState({ study: code }, "", location.href);
+    historyGuarded = true;
+  }
+
+  ["pointerdown", "pointerup", "keydown"].forEach((name) => document.addEventListener(name, guardHistory, true));
+
+  window.addEventListener("popstate", () => {
+    if (!historyGuarded) return;
+    historyGuarded = false;
+    if (studyOpen()) toast(t("back_stays", { leave: t("leave") })); else history.back();
+  });
+
+  function roundRunning() {
+    const round = state && state.round;
+    return Boolean(round && round.running && !displaced && serverNow() < round.deadline);
+  }
+
+  window.addEventListener("beforeunload", (event) => {
+    if (!roundRunning()) return;
+    event.preventDefault();
+    event.returnValue = "";  // what older browsers need to ask
+  });
+
   // --- the bakery: rounds ----------------------------------------------------------------
 
   function roundTitle(round, start) {
@@ -608,7 +647,7 @@
         el("div", { class: "timer", id: "timer" }, "")),
       lane, el("div", { class: "stations" }, stations));
     setTimeout(() => {
-      drawWork(round);
+      drawWork(round, round.on_cookie);  // a page opened again mid-round: what was placed
       updateRound();
       if (others.length && !delivered.has(round.id)) {
         delivered.add(round.id);
@@ -696,10 +735,12 @@
     drawStations();
   }
 
-  function drawWork(round) {
+  // The participant's cookie, with the elements `placed` already on it (the server's
+  // `round.on_cookie` when the page is opened again mid-round), or a fresh one.
+  function drawWork(round, placed) {
     const work = document.getElementById("work");
     if (!work) return;
-    work.replaceChildren(round.target.kind === "letters" ? lettersCookie(round) : squaresCookie(round));
+    work.replaceChildren(round.target.kind === "letters" ? lettersCookie(round, placed) : squaresCookie(round, placed));
   }
 
   // Every element placed or taken off reports the cookie as now decorated, so the server
@@ -722,9 +763,9 @@
 
   // Letters cookie: drag whole letters from the tray onto the cookie (pointer events, so a
   // mouse, a finger and Playwright's mouse all drag the same way).
-  function lettersCookie(round) {
+  function lettersCookie(round, restored) {
     const target = round.target;
-    const placed = [];
+    const placed = Array.from(typeof restored === "string" ? restored : "").slice(0, target.letters.length);
     const words = target.text.split(/\s+/).filter(Boolean);
     const cookie = el("div", { class: "cookie round-cookie", style: icing(target), "data-target": target.text });
     const slots = el("div", { class: "slots" });
@@ -784,13 +825,14 @@
   }
 
   // Squares cookie: click boxes of the grid to draw the letters shown faintly.
-  function squaresCookie(round) {
+  function squaresCookie(round, restored) {
     const target = round.target;
     const wanted = new Set(target.cells);
-    const filled = new Set();
+    const filled = new Set(Array.isArray(restored) ? restored : []);
     const grid = el("div", { class: "grid", style: "grid-template-columns: repeat(" + target.cols + ", 1fr)" });
     for (let cell = 0; cell < target.rows * target.cols; cell += 1) {
-      const box = el("button", { type: "button", class: "box" + (wanted.has(cell) ? " guide" : ""), "data-cell": cell });
+      const box = el("button", { type: "button", class: "box" + (wanted.has(cell) ? " guide" : "") +
+        (filled.has(cell) ? " iced" : "") + (filled.has(cell) && !wanted.has(cell) ? " wrong" : ""), "data-cell": cell });
       box.addEventListener("click", () => {
         if (document.getElementById("work").classList.contains("stopped")) return;
         if (filled.has(cell)) filled.delete(cell); else filled.add(cell);
