@@ -235,10 +235,15 @@ class Algorithm:
                                                        "give a declared algorithm its own name")
         if self.terms and self.code is not None:
             raise InvalidInput("algorithm", self.name, "takes weighted terms or code, not both")
-        terms = (() if self.code is not None
-                 else _canonical_terms(self.terms or preset_terms(self.name, self.w)))
+        if self.code is not None:
+            terms, form = (), _CODE
+        elif self.terms:
+            terms = _canonical_terms(self.terms)
+            form = _form_of(terms)
+        else:
+            terms, form = _preset(self.name, self.w)
         object.__setattr__(self, "terms", terms)
-        object.__setattr__(self, "form", _CODE if self.code is not None else _form_of(terms))
+        object.__setattr__(self, "form", form)
 
     @property
     def uses_bounds(self) -> bool:
@@ -278,6 +283,14 @@ class Algorithm:
         terms = " + ".join(f"{weight:g} {name}" for name, weight in self.terms)
         bounds = f", bounds={self.lo:g}..{self.hi:g}" if self.uses_bounds else ""
         return f"{self.name}({terms}{bounds}{memory})"
+
+
+@lru_cache(maxsize=256)
+def _preset(name: str, w: float) -> tuple[tuple[tuple[str, float], ...], str]:
+    """A preset's terms and form, worked out once (the live path builds an ``Algorithm``
+    for every session it plans)."""
+    terms = _canonical_terms(preset_terms(name, w))
+    return terms, _form_of(terms)
 
 
 def _form_of(terms: tuple[tuple[str, float], ...]) -> str:
