@@ -93,7 +93,8 @@ def capability_figure(practice: pd.DataFrame,
     for k, (axis, name) in enumerate(zip(axes[0], names, strict=True)):
         values = practice.loc[practice["task_name"] == name, "capability"].astype(float)
         if name in ranges:
-            axis.axvspan(*ranges[name], color="#c7e9c0", label="target range")
+            axis.axvspan(*ranges[name], facecolor="#c7e9c0", edgecolor="#238b45",
+                         label="target range")  # a light band, edged to stand out
         axis.hist(values, bins=bins, color=figures.colour(name, k), alpha=0.85,
                   label="measured")
         for bound in (LOWEST, HIGHEST):

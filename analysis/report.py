@@ -43,6 +43,9 @@ from study.pool.spec import PoolSpec
 from study.pool.summary import PAPER_FAIR_GAP
 
 FLOAT_FORMAT = "{:.3f}".format
+# Printed, a table of more columns than these has its column names set upright (wide)
+# and, beyond that, a smaller font (wider), so that it fits the page's width.
+WIDE_TABLES = (("wide", 8), ("wider", 20))
 
 
 @dataclass
@@ -718,8 +721,13 @@ def _likert_sd(study: Study | None) -> float | None:
 
 
 def _table_html(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, na_rep="", float_format=FLOAT_FORMAT, border=0,
-                         classes="table")
+    """The table, its column names breakable after each '_' and its width classed (a
+    printed page narrows the columns to fit instead of cutting the table off)."""
+    width = [name for name, columns in WIDE_TABLES if len(frame.columns) > columns]
+    table = frame.to_html(index=False, na_rep="", float_format=FLOAT_FORMAT, border=0,
+                          classes=["table", *width])
+    head, _, body = table.partition("</thead>")
+    return head.replace("_", "_<wbr>") + "</thead>" + body if body else table
 
 
 def _figure_html(caption: str, png: Path) -> str:
@@ -739,6 +747,19 @@ table.table th, table.table td { padding: 2px 8px; border-bottom: 1px solid #eee
 .warning { background: #fff4d6; border-left: 4px solid #e0a800; padding: 0.5em 1em; }
 figure { margin: 1em 0; } img { max-width: 100%; }
 figcaption { font-size: 0.85em; color: #555; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+@media print {
+  @page { size: A4 landscape; margin: 10mm; }
+  body { max-width: none; margin: 0; padding: 0; }
+  .scroll { overflow: visible; max-height: none; border: 0; }
+  table.table { font-size: 6.5pt; }
+  table.table th, table.table td { padding: 1px 3px; white-space: normal;
+    overflow-wrap: break-word; }
+  table.wide th { writing-mode: vertical-rl; transform: rotate(180deg); text-align: left;
+    white-space: nowrap; }
+  table.wider { font-size: 5pt; } table.wider th, table.wider td { padding: 1px 2px; }
+  tr, figure { break-inside: avoid; } h2, h3 { break-after: avoid; }
+}
 """
 
 
@@ -752,7 +773,8 @@ def render(title: str, sections: list[Section], metadata: dict) -> str:
             parts.append(f"<p>{html.escape(section.text)}</p>")
         parts += [f'<p class="warning">{html.escape(w)}</p>' for w in section.warnings]
         for caption, frame in section.tables:
-            parts.append(f"<h3>{html.escape(caption)}</h3><div class='scroll'>"
+            parts.append(f"<h3>{html.escape(caption)}</h3><div class='scroll' tabindex='0' "
+                         f"role='region' aria-label='{html.escape(caption)}'>"
                          f"{_table_html(frame)}</div>")
         parts += [_figure_html(caption, png) for caption, png in section.figures]
         parts.append("</section>")
