@@ -275,7 +275,7 @@ def test_a_closed_page_past_the_grace_hands_the_seat_to_an_agent(tmp_path, teamm
 
 def test_a_team_round_closed_across_a_restart_records_recovery_like_its_peoples_rounds(
         tmp_path, teammates):
-    app, clock, ada, bo = two_in_session(tmp_path, teammates)
+    app, clock, ada, _bo = two_in_session(tmp_path, teammates)
     first = running(ada)
     clock.now = first["deadline"] + 30  # the server was down across the round's deadline
     make_app(tmp_path, teammates, clock, app.config["PROTOCOL"])  # the restart recovers
@@ -287,7 +287,7 @@ def test_a_team_round_closed_across_a_restart_records_recovery_like_its_peoples_
 
 def test_a_team_round_the_scheduler_closes_late_is_late_like_its_peoples_rounds(
         tmp_path, teammates):
-    app, clock, ada, bo = two_in_session(tmp_path, teammates)
+    app, clock, ada, _bo = two_in_session(tmp_path, teammates)
     clock.now = running(ada)["deadline"] + 20  # the database could not be written meanwhile
     journey(app).tick(clock.now)
     reasons = {row["close_reason"] for row in rows(app, "SELECT close_reason FROM rounds "
