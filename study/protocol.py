@@ -102,7 +102,9 @@ class Scale:
 
 @dataclass(frozen=True)
 class Item:
-    """A questionnaire item; ``options`` only for choices, ``minimum/maximum`` for numbers."""
+    """A questionnaire item; ``options`` only for choices, ``minimum/maximum`` for numbers,
+    ``tie`` for a pairwise comparison's third answer (kinds rank and pairwise are about
+    every robot of the study)."""
 
     id: str
     label: str
@@ -114,6 +116,7 @@ class Item:
     minimum: float | None = None
     maximum: float | None = None
     max_length: int = 2000
+    tie: str | None = None
 
 
 @dataclass(frozen=True)
@@ -242,6 +245,11 @@ class Protocol:
     def rounds(self) -> int:
         """Collaborative rounds per session: every human gets one kit a round."""
         return sum(self.kits) // self.humans
+
+    @property
+    def sessions(self) -> int:
+        """Collaborative sessions: one per condition (2 to 4)."""
+        return len(self.conditions)
 
     def theme(self, theme_id: str) -> Theme:
         return next(t for t in self.themes if t.id == theme_id)
@@ -424,6 +432,10 @@ def _item(item: Any, scales: dict[str, Scale]) -> Item:
         return Item(**common, options=tuple(item.options))
     if isinstance(item, schema.NumberItem):
         return Item(**common, minimum=float(item.min), maximum=float(item.max))
+    if isinstance(item, schema.PairwiseItem):
+        return Item(**common, tie=item.tie)
+    if isinstance(item, schema.RankItem):
+        return Item(**common)
     return Item(**common, max_length=item.max_length)
 
 

@@ -66,6 +66,9 @@ def schema_problems(error: ValidationError) -> list[Problem]:
     for detail in error.errors(include_url=False):
         parts, _ = _walk(schema.ProtocolFile, detail["loc"])
         kind = detail["type"]
+        if parts == ["conditions"] and kind in ("too_short", "too_long"):
+            problems.append(_condition_count(detail))
+            continue
         if kind == "extra_forbidden":
             _, parent = _walk(schema.ProtocolFile, detail["loc"][:-1])
             message = _unknown_key(".".join(parts), parts[-1], _keys_of(parent))
@@ -77,6 +80,16 @@ def schema_problems(error: ValidationError) -> list[Problem]:
             message = _describe(detail)
         problems.append((".".join(parts), message, kind))
     return _without_explained_missing(problems)
+
+
+def _condition_count(detail: dict[str, Any]) -> tuple[str, str, str]:
+    """Too few or too many conditions, said as the study's design: the problem is placed
+    at the first condition (too few) or the first one too many."""
+    given = len(detail["input"]) if isinstance(detail.get("input"), list) else 0
+    where = "conditions" if given <= schema.MAX_CONDITIONS else (
+        f"conditions.{schema.MAX_CONDITIONS}")
+    return where, (f"a study compares {schema.MIN_CONDITIONS} to {schema.MAX_CONDITIONS} "
+                   f"conditions, one session each (got {given})"), detail["type"]
 
 
 def _without_explained_missing(problems: list[tuple[str, str, str]]) -> list[Problem]:
@@ -254,12 +267,15 @@ def _theme_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
 
 
 def _condition_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
-    first, second = doc.conditions
-    if first.id == second.id:
-        yield "conditions.1.id", "condition ids must differ"
-    if first.robot.casefold() == second.robot.casefold():
-        yield "conditions.1.robot", (f"both robots are called '{second.robot}'; participants "
-                                     "must be able to tell them apart")
+    for index, condition in enumerate(doc.conditions):
+        earlier = doc.conditions[:index]
+        if condition.id in {other.id for other in earlier}:
+            yield f"conditions.{index}.id", (f"condition ids must differ ('{condition.id}' is "
+                                             "repeated)")
+        if condition.robot.casefold() in {other.robot.casefold() for other in earlier}:
+            yield f"conditions.{index}.robot", (
+                f"two robots are called '{condition.robot}'; participants must be able to "
+                "tell them apart")
     for index, condition in enumerate(doc.conditions):
         if condition.algorithm != "fea":
             for key in ("w", "fea_bounds"):
@@ -360,6 +376,9 @@ def _questionnaire_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
                 yield f"{dotted}.max", "must be greater than min"
             if isinstance(item, schema.ChoiceItem) and len(set(item.options)) < len(item.options):
                 yield f"{dotted}.options", "lists an option twice"
+            if name == "session" and item.kind in schema.ROBOT_ITEM_KINDS:
+                yield f"{dotted}.kind", (f'"{item.kind}" is about every robot: ask it in '
+                                         "[questionnaires.post], after the last session")
 
 
 def _robot_reference_problems(doc: schema.ProtocolFile,
@@ -436,6 +455,10 @@ def _analysis_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
                                    "manipulation_check_pass")
     if rules.manipulation_check_pass and rules.manipulation_check_item is None:
         yield "analysis.manipulation_check_pass", "needs analysis.manipulation_check_item"
+    if item is not None and item.kind in schema.ROBOT_ITEM_KINDS:
+        yield "analysis.manipulation_check_item", (
+            f"'{item.id}' is a {item.kind} item; the check needs one answer (a choice, "
+            "number, Likert or text item)")
     if isinstance(item, schema.ChoiceItem):
         for index, answer in enumerate(rules.manipulation_check_pass):
             if answer not in item.options:

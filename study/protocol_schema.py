@@ -29,6 +29,8 @@ from study.terms import ALGORITHMS, EXCLUSION_RULES, MEMORY_SCOPES, TERMS
 from study.texts import DEFAULT_TEXTS, allowed_placeholders, placeholders
 
 TASK_NAMES = ("squares", "letters")
+# A study compares 2 to 4 conditions, one collaborative session each (docs/protocol.md).
+MIN_CONDITIONS, MAX_CONDITIONS = 2, 4
 ROUND_ORDERS = ("default", "anytime-fair")
 CONDITION_ORDERS = ("alternate", "fixed")
 THEME_ASSIGNMENTS = ("fixed", "by-rating")
@@ -203,8 +205,10 @@ class StudySection(Strict):
         description="The practice rounds in order; at least two of each task, the second "
                     "of each measures the capability.")
     condition_order: Literal[CONDITION_ORDERS] = Field(
-        "alternate", description="alternate: every other participant meets the conditions "
-                                 "in reverse order; fixed: always the listed order.")
+        "alternate", description="alternate: counterbalanced, each participant given the "
+                                 "order fewest hold (every order of 2 or 3 conditions, a "
+                                 "balanced Latin square of 4); fixed: always the listed "
+                                 "order.")
     min_cookie_seconds: float = Field(
         0.5, ge=0, le=60, description="A cookie finished sooner than this after the previous "
                                       "one is refused as too fast.")
@@ -357,8 +361,27 @@ class TextItem(ItemBase):
     max_length: int = Field(2000, ge=1, le=LIMITS["text"], description="Longest answer.")
 
 
-Item = Annotated[LikertItem | ChoiceItem | NumberItem | TextItem, Field(discriminator="kind")]
-ITEM_KINDS = ("likert", "choice", "number", "text")
+class RankItem(ItemBase):
+    """Every robot of the study put in order, first to last (post-study only)."""
+
+    kind: Literal["rank"]
+
+
+class PairwiseItem(ItemBase):
+    """Every two robots of the study compared: which of the two (post-study only)."""
+
+    kind: Literal["pairwise"]
+    tie: str | None = Field(None, min_length=1, max_length=200, pattern=VISIBLE,
+                            description="A third answer for each pair, that neither robot "
+                                        "was better (e.g. \"No difference\"); without it "
+                                        "each pair needs one of its two robots.")
+
+
+Item = Annotated[LikertItem | ChoiceItem | NumberItem | TextItem | RankItem | PairwiseItem,
+                 Field(discriminator="kind")]
+ITEM_KINDS = ("likert", "choice", "number", "text", "rank", "pairwise")
+# Item kinds whose answer covers every robot: asked once, after the last session.
+ROBOT_ITEM_KINDS = ("rank", "pairwise")
 
 
 class Questionnaire(Strict):
@@ -369,7 +392,9 @@ class Questionnaire(Strict):
 
 class Questionnaires(Strict):
     session: Questionnaire = Field(description="Asked after each session, about its robot.")
-    post: Questionnaire = Field(description="Asked once, after both sessions.")
+    post: Questionnaire = Field(description="Asked once, after the last session; may rank "
+                                            "(kind rank) or compare (kind pairwise) every "
+                                            "robot.")
 
 
 # --- [texts] ------------------------------------------------------------------------------
@@ -629,8 +654,9 @@ class ProtocolFile(Strict):
     algorithms: list[AlgorithmSection] = Field(
         default_factory=list, max_length=12,
         description="Algorithms declared as data; a condition runs one by its id.")
-    conditions: list[Condition] = Field(min_length=2, max_length=2,
-                                        description="The two robots a participant meets.")
+    conditions: list[Condition] = Field(
+        min_length=MIN_CONDITIONS, max_length=MAX_CONDITIONS,
+        description="The robots a participant meets, 2 to 4, one session each.")
     pages: Pages  # type: ignore[valid-type]
     scales: dict[Identifier, Scale] = Field(min_length=1, max_length=20)
     preferences: Preferences

@@ -108,11 +108,14 @@ def summary(protocol: Any) -> list[str]:
 
 
 def _conditions(protocol: Any) -> str:
+    from study import orders
+
     robots = "; ".join(f"{c.id}: Robot {c.robot} runs {c.algorithm}"
                        + (f" (w {c.w:g})" if c.algorithm == "fea" else "")
                        for c in protocol.conditions)
-    order = {"alternate": "order alternates between participants",
-             "fixed": "always in this order"}[protocol.condition_order]
+    ids = [condition.id for condition in protocol.conditions]
+    order = orders.describe(orders.counterbalanced(ids, protocol.condition_order),
+                            protocol.condition_order)
     return f"{robots}; {order}"
 
 
@@ -134,8 +137,9 @@ def _algorithms(protocol: Any) -> str:
 def _sessions(protocol: Any) -> str:
     kits = ", ".join(f"{c.name} {k}" for c, k in zip(protocol.cookies, protocol.kits,
                                                       strict=True))
-    minutes = 2 * protocol.rounds * protocol.round_seconds / 60
-    return (f"2 sessions of {protocol.rounds} rounds x {protocol.round_seconds:g} s "
+    minutes = protocol.sessions * protocol.rounds * protocol.round_seconds / 60
+    return (f"{protocol.sessions} sessions of {protocol.rounds} rounds x "
+            f"{protocol.round_seconds:g} s "
             f"({minutes:.1f} min of rounds); kits a session: {kits}")
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from study.orders import counterbalanced
+
 # Participants in these steps will never contribute data to their order (a person dropped
 # from a real team's seat for being away or late plays no more rounds).
 LOST_STEPS = ("declined", "withdrawn", "unmatched", "dropped")
@@ -20,8 +22,9 @@ LOST_STATUSES = ("aborted",)
 
 
 def orders(condition_ids: list[str], mode: str) -> list[list[str]]:
-    """The orders in rotation: the listed one and its reverse, or just the listed one."""
-    return [condition_ids] if mode == "fixed" else [condition_ids, condition_ids[::-1]]
+    """The orders in rotation (``study.orders``): every order of two or three conditions,
+    a balanced Latin square of four, or just the listed one."""
+    return counterbalanced(condition_ids, mode)
 
 
 def order_counts(storage: Any, candidates: list[list[str]]) -> list[int]:

@@ -1,4 +1,4 @@
-"""Founding a team: its seats, its condition order, and every member's two sessions."""
+"""Founding a team: its seats, its condition order, and every member's sessions."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from study.model import Team
+from study.orders import counterbalanced
 from study.protocol import TASK_NAMES, Protocol
 from study.solver import Policy
 from study.storage import Storage, to_json
@@ -78,9 +79,8 @@ class Founding:
 
     def _condition_order(self) -> list[str]:
         """Counterbalanced over teams: the order fewest teams hold (the listed one first)."""
-        listed = [condition.id for condition in self.protocol.conditions]
-        orders = [listed, listed[::-1]] if self.protocol.condition_order == "alternate" \
-            else [listed]
+        orders = counterbalanced([condition.id for condition in self.protocol.conditions],
+                                 self.protocol.condition_order)
         held = {row["condition_order"]: row["n"] for row in self.storage.all(
             "SELECT condition_order, count(*) AS n FROM teams WHERE protocol = ? "
             "GROUP BY condition_order", (self.protocol.name,))}
