@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from web_support import make_app
 
+from study.bonus import RECORD_SCHEMA as BONUS_SCHEMA
 from study.storage import SCHEMA, SERVER_SCHEMA, TEAM_SCHEMA, Storage
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "database.md"
@@ -89,10 +90,12 @@ def test_duplicate_keys_are_refused_by_the_schema(storage):
 def test_every_table_and_column_is_documented():
     text = DOCS.read_text()
     sections = dict(re.findall(r"^## (\w+)[^\n]*\n(.*?)(?=^## |\Z)", text, re.S | re.M))
-    assert set(sections) == set(SCHEMA) | set(SERVER_SCHEMA) | set(TEAM_SCHEMA)
+    assert set(sections) == (set(SCHEMA) | set(SERVER_SCHEMA) | set(TEAM_SCHEMA)
+                             | set(BONUS_SCHEMA))
     tables = {**{t: c for t, (c, *_) in SCHEMA.items()},
               **{t: c for t, (c, _) in SERVER_SCHEMA.items()},
-              **{t: c for t, (c, _) in TEAM_SCHEMA.items()}}
+              **{t: c for t, (c, _) in TEAM_SCHEMA.items()},
+              **BONUS_SCHEMA}
     for table, columns in tables.items():
         documented = set()
         for cell in re.findall(r"^\| ([a-z_, ]+) \|", sections[table], re.M):
