@@ -82,6 +82,10 @@ DEFAULT_TEXTS: dict[str, str] = {
     "missing_note": "Please answer this question.",
     "missing": "{count} questions still need an answer.",
     "missing_one": "One question still needs an answer.",
+    "rank_hint": "Tap the robots in order, from first to last. Tap a robot again to take it "
+                 "back.",
+    # a study of several robots: which session a page belongs to
+    "session_of": "Session {number} of {of}",
     # rounds
     "practice_round": "Practice round {number} of {of}",
     "round": "Round {number} of {of}",

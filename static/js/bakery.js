@@ -412,12 +412,19 @@
     }
   }
 
+  // "Session 2 of 3" above the pages of a collaborative session (state.session).
+  function sessionLabel() {
+    const session = state.session;
+    return session ? el("p", { class: "session-label", "data-session": session.number },
+      t("session_of", { number: session.number, of: session.of })) : null;
+  }
+
   function viewIntro() {
     const page = state.page;
     const bubble = state.page.transparency || null;
     return el("section", { class: "card robot-intro", "data-step": state.step },
       el("div", { class: "robot-portrait" }, svgUse("robot", "robot big"), el("div", { class: "nameplate" }, t("robot_name", { robot: page.robot }))),
-      el("div", {}, el("h2", {}, page.title), paragraphs(page.text),
+      el("div", {}, sessionLabel(), el("h2", {}, page.title), paragraphs(page.text),
         bubble ? el("blockquote", { class: "bubble" }, bubble) : null,
         el("div", { class: "actions" }, button(t("start_session"), () => submit(), "primary", { "data-action": "continue" }))));
   }
@@ -439,12 +446,14 @@
       }
       return submit({ answers: answers });
     }, "primary", { "data-action": "submit" });
-    return el("section", { class: "card wide", "data-step": state.step }, el("h2", {}, page.title),
+    return el("section", { class: "card wide", "data-step": state.step }, sessionLabel(), el("h2", {}, page.title),
       paragraphs(page.text), form, el("div", { class: "actions" }, go));
   }
 
   function questionInput(item, answers) {
     if (item.kind === "likert") return likert(item.id, item, (v) => { answers[item.id] = v; });
+    if (item.kind === "rank") return rankInput(item, answers);
+    if (item.kind === "pairwise") return pairsInput(item, answers);
     if (item.kind === "choice") {
       return el("div", { class: "choices" }, item.options.map((option) => el("label", { class: "choice" },
         el("input", { type: "radio", name: item.id, value: option, onchange: () => { answers[item.id] = option; } }),
@@ -456,6 +465,47 @@
     }
     return el("textarea", { name: item.id, rows: 3, maxlength: item.max_length,
       oninput: (e) => { answers[item.id] = e.target.value; } });
+  }
+
+  // A rank over the robots met (docs/protocol.md): tapping a robot gives it the next place,
+  // tapping it again takes it back (the places after it move up). The robots stay where
+  // they are, so nothing moves under a finger; the answer is complete once all are placed.
+  function rankInput(item, answers) {
+    const order = [];
+    const buttons = item.robots.map((robot) => el("button", {
+      class: "rank-robot", type: "button", "data-robot": robot.id, "aria-pressed": "false",
+      onclick: (event) => {
+        const at = order.indexOf(robot.id);
+        if (at >= 0) order.splice(at, 1); else order.push(robot.id);
+        answers[item.id] = order.length === item.robots.length ? order.slice() : undefined;
+        buttons.forEach((node) => {
+          const place = order.indexOf(node.dataset.robot);
+          node.setAttribute("aria-pressed", place >= 0 ? "true" : "false");
+          node.querySelector(".rank-place").textContent = place >= 0 ? String(place + 1) : "";
+        });
+        event.currentTarget.closest(".question-item").classList.remove("missing");
+      } }, el("span", { class: "rank-place", "aria-hidden": "true" }, ""), svgUse("robot", "robot"),
+      t("robot_name", { robot: robot.name })));
+    return el("div", { class: "rank", "data-item": item.id },
+      el("p", { class: "rank-hint" }, t("rank_hint")),
+      el("ol", { class: "rank-robots" }, buttons.map((node) => el("li", {}, node))));
+  }
+
+  // Every two robots met, each pair one of the two (or the item's tie, "No difference").
+  function pairsInput(item, answers) {
+    const chosen = {};
+    const pick = (key, value) => {
+      chosen[key] = value;
+      answers[item.id] = Object.keys(chosen).length === item.pairs.length ? Object.assign({}, chosen) : undefined;
+    };
+    return el("div", { class: "pairs", "data-item": item.id }, item.pairs.map((pair) => {
+      const options = [[pair.a.id, t("robot_name", { robot: pair.a.name })], [pair.b.id, t("robot_name", { robot: pair.b.name })]];
+      if (item.tie) options.push(["=", item.tie]);
+      return el("fieldset", { class: "pair", "data-pair": pair.key, "aria-label": options.map((option) => option[1]).join(" / ") },
+        el("div", { class: "choices" }, options.map(([value, label]) => el("label", { class: "choice" },
+          el("input", { type: "radio", name: item.id + ":" + pair.key, value: value, onchange: () => pick(pair.key, value) }),
+          el("span", {}, label)))));
+    }));
   }
 
   function viewDebrief() {
@@ -624,7 +674,7 @@
         () => send("start_round", { round: round.next }), "primary", { "data-action": "start-round" }));
     if (round.team) { timer = setInterval(updateWaiting, 250); setTimeout(updateWaiting, 0); }
     return el("section", { class: "card bakery-ready", "data-step": state.step },
-      el("h2", {}, state.page.title), paragraphs(state.page.text), summary,
+      sessionLabel(), el("h2", {}, state.page.title), paragraphs(state.page.text), summary,
       el("div", { class: "ready-row" }, state.robot ? svgUse("robot", "robot") : null, el("p", {}, robot)),
       counter(round), start);
   }

@@ -19,12 +19,14 @@ import numpy as np
 from study.bots.client import AckLog, Connection, State
 from study.bots.human import Human
 from study.decorator import Decorator
+from study.protocol_schema import MAX_CONDITIONS
 
 TERMINAL_STEPS = ("done", "declined", "withdrawn", "unmatched", "dropped")
 # A real team's bot waits this long beyond what the server announces (a lobby's timer, the
 # next round's start) before it gives up.
 TEAM_PATIENCE = 900.0
-ROUND_STEPS = ("practice", "session-1", "session-2")
+# Practice and every collaborative session a protocol can have (one per condition).
+ROUND_STEPS = ("practice", *(f"session-{n}" for n in range(1, MAX_CONDITIONS + 1)))
 COOKIE_NAMES = ("squares", "letters")
 DEADLINE_MARGIN = 0.1  # a cookie this close to the deadline would arrive too late; skip it
 SPACING_MARGIN = 0.02  # seconds added to the protocol's shortest time between cookies
@@ -151,12 +153,19 @@ def page_answers(state: State, preferences: tuple[float, ...],
 
 
 def answer_item(item: dict[str, Any], rng: np.random.Generator) -> Any:
-    """A bot's answer to a questionnaire item: any valid value of its kind."""
+    """A bot's answer to a questionnaire item: any valid value of its kind (a rank puts
+    the robots in a random order, a pairwise item picks one of each pair or the tie)."""
     kind = item.get("kind")
     if kind == "likert":
         return int(rng.integers(1, int(item.get("points", 7)) + 1))
     if kind == "choice":
         return str(rng.choice(item["options"]))
+    if kind == "rank":
+        return [item["robots"][k]["id"] for k in rng.permutation(len(item["robots"]))]
+    if kind == "pairwise":
+        return {pair["key"]: str(rng.choice([pair["a"]["id"], pair["b"]["id"],
+                                             *(["="] if item.get("tie") else [])]))
+                for pair in item["pairs"]}
     if kind == "number":
         return float(item.get("min", 0))
     return "A bot's answer."

@@ -6,38 +6,83 @@ these functions, with robot names filled in.
 
 from __future__ import annotations
 
+import re
+from itertools import combinations
 from typing import Any
 
 from study.contrast import ink_on
 from study.cookies import target
 from study.protocol import Item, Protocol, Questionnaire, Scale
+from study.protocol_schema import MAX_CONDITIONS
 from study.web.console import holds
 from study.web.participant import rounds, withdrawal
 from study.web.participant.rejections import Rejected
 
-STEPS = ("consent", "themes", "preferences", "practice", "lobby", "teammate", "intro-1",
-         "session-1",
-         "questionnaire-1", "intro-2", "session-2", "questionnaire-2", "post", "debrief",
-         "done")
+# The journey: the steps before the collaborative sessions, then per session (one per
+# condition) its robot's introduction, its rounds and its questionnaire, then the end.
+BEFORE_SESSIONS = ("consent", "themes", "preferences", "practice", "lobby", "teammate")
+AFTER_SESSIONS = ("post", "debrief", "done")
+SESSION_STEP = re.compile(r"^(intro|session|questionnaire)-([1-9])$")
 TERMINAL = ("done", "declined", "withdrawn", "unmatched", "dropped")
 # Steps only a protocol with a [team] has (docs/teams.md).
 TEAM_STEPS = ("lobby",)
-ROUND_STEPS = {"practice": 0, "session-1": 1, "session-2": 2}
+ROUND_STEPS = {"practice": 0, **{f"session-{n}": n for n in range(1, MAX_CONDITIONS + 1)}}
+# A pairwise answer that neither robot of the pair was better.
+TIE = "="
 
 
 # The experimenter's holds that have a page of their own (texts ``<hold>_title``, ``_text``).
 HOLDS = ("paused", "aborted")
 
 
+def journey_steps(sessions: int) -> tuple[str, ...]:
+    """Every step of a journey through ``sessions`` collaborative sessions, in order."""
+    middle = (f"{part}-{number}" for number in range(1, sessions + 1)
+              for part in ("intro", "session", "questionnaire"))
+    return (*BEFORE_SESSIONS, *middle, *AFTER_SESSIONS)
+
+
 def steps_of(protocol: Protocol) -> tuple[str, ...]:
     """The steps a participant of this protocol goes through, in order (its progress bar)."""
-    return STEPS if protocol.team is not None else tuple(s for s in STEPS
+    steps = journey_steps(protocol.sessions)
+    return steps if protocol.team is not None else tuple(s for s in steps
                                                           if s not in TEAM_STEPS)
 
 
+def next_step(protocol: Protocol, step: str) -> str:
+    """The step after ``step`` in this protocol's journey."""
+    steps = steps_of(protocol)
+    return steps[steps.index(step) + 1]
+
+
 def session_number(step: str) -> int | None:
-    """1 or 2 for the steps that belong to a collaborative session, else None."""
-    return int(step[-1]) if step[-1] in "12" and "-" in step else None
+    """The collaborative session (1, 2, ...) a step belongs to, else None."""
+    found = SESSION_STEP.match(step)
+    return int(found.group(2)) if found else None
+
+
+def session_label(protocol: Protocol, step: str) -> dict[str, int] | None:
+    """``state.session``: the session a step belongs to and how many there are, for the
+    page's "Session 2 of 3"."""
+    number = session_number(step)
+    return None if number is None else {"number": number, "of": protocol.sessions}
+
+
+def robots_met(storage: Any, participant_id: int) -> list[dict[str, str]]:
+    """The robots of the participant's collaborative sessions, in the order met (what a
+    rank or pairwise item asks about)."""
+    return [{"id": row["condition"], "name": row["robot"]} for row in storage.all(
+        "SELECT condition, robot FROM sessions WHERE participant_id = ? AND "
+        "kind = 'collaborative' ORDER BY number", (participant_id,))]
+
+
+def robot_pairs(robots: list[dict[str, str]]) -> list[tuple[dict[str, str], dict[str, str]]]:
+    """Every two robots, in the order met: (1, 2), (1, 3), (2, 3), ..."""
+    return list(combinations(robots, 2))
+
+
+def pair_key(first: dict[str, str], second: dict[str, str]) -> str:
+    return f"{first['id']}|{second['id']}"
 
 
 def fill(protocol: Protocol, text: str, robot: str | None) -> str:
@@ -49,9 +94,16 @@ def scale_json(protocol: Protocol, scale: Scale) -> dict[str, Any]:
     return {"points": scale.points, "anchors": [protocol.fill_robots(a) for a in scale.anchors]}
 
 
-def item_json(protocol: Protocol, item: Item, robot: str | None) -> dict[str, Any]:
+def item_json(protocol: Protocol, item: Item, robot: str | None,
+              robots: list[dict[str, str]] | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"id": item.id, "label": item.label, "kind": item.kind,
                            "text": fill(protocol, item.text, robot), "required": item.required}
+    if item.kind == "rank":
+        row["robots"] = robots or []
+    if item.kind == "pairwise":
+        row["pairs"] = [{"key": pair_key(a, b), "a": a, "b": b}
+                        for a, b in robot_pairs(robots or [])]
+        row["tie"] = item.tie
     if item.scale is not None:
         row.update(scale_json(protocol, item.scale))
     if item.options:
@@ -68,10 +120,12 @@ def questionnaire_of(protocol: Protocol, step: str) -> Questionnaire:
 
 
 def page(protocol: Protocol, step: str, robot: str | None,
-         transparency: str = "", team_page: str = "team") -> dict[str, Any]:
+         transparency: str = "", team_page: str = "team",
+         robots: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """The step's page: titles, texts and, where needed, themes, scales, items or the
     robot's transparency text (on its introduction). A real team's ``teammate`` step
-    shows ``team_page``, the version that says who is in the person's team."""
+    shows ``team_page``, the version that says who is in the person's team; rank and
+    pairwise items ask about ``robots``, those the participant met."""
     if step == "preferences":
         return {"title": protocol.preference_title, "prompt": protocol.preference_prompt,
                 "scale": scale_json(protocol, protocol.preference_scale),
@@ -80,7 +134,8 @@ def page(protocol: Protocol, step: str, robot: str | None,
         questionnaire = questionnaire_of(protocol, step)
         return {"title": fill(protocol, questionnaire.title, robot),
                 "text": fill(protocol, questionnaire.text, robot),
-                "items": [item_json(protocol, item, robot) for item in questionnaire.items]}
+                "items": [item_json(protocol, item, robot, robots)
+                          for item in questionnaire.items]}
     name = step.split("-")[0] if session_number(step) else step
     if step == "dropped":  # the page of a person whose seat an agent took over
         return {"title": protocol.texts["dropped_title"], "text": protocol.texts["dropped_text"]}
@@ -144,9 +199,11 @@ def check_ratings(protocol: Protocol, data: dict[str, Any]) -> dict[str, int]:
     return ratings
 
 
-def check_answers(protocol: Protocol, step: str, data: dict[str, Any],
-                  robot: str | None) -> list[tuple[Item, float | None, str | None]]:
-    """Each item's answer as (item, number, text), checked against its kind and scale."""
+def check_answers(protocol: Protocol, step: str, data: dict[str, Any], robot: str | None,
+                  robots: list[dict[str, str]] | None = None,
+                  ) -> list[tuple[Item, float | None, str | None]]:
+    """Each item's answer as (item, number, text), checked against its kind and scale;
+    rank and pairwise answers against ``robots``, those the participant met."""
     answers = data.get("answers")
     if not isinstance(answers, dict):
         raise Rejected("malformed", "data.answers must be an object")
@@ -154,15 +211,20 @@ def check_answers(protocol: Protocol, step: str, data: dict[str, Any],
     unknown = set(answers) - {item.id for item in items}
     if unknown:
         raise Rejected("invalid-answer", f"unknown items {sorted(unknown)}")
-    return [(item, *_check_item(protocol, item, answers.get(item.id), robot)) for item in items]
+    return [(item, *_check_item(protocol, item, answers.get(item.id), robot, robots or []))
+            for item in items]
 
 
-def _check_item(protocol: Protocol, item: Item, value: Any,
-                robot: str | None) -> tuple[float | None, str | None]:
-    if value is None or value == "":
+def _check_item(protocol: Protocol, item: Item, value: Any, robot: str | None,
+                robots: list[dict[str, str]]) -> tuple[float | None, str | None]:
+    if value is None or value == "" or (item.kind in ("rank", "pairwise") and not value):
         if item.required:
             raise Rejected("invalid-answer", f"{item.id} is required")
         return None, None
+    if item.kind == "rank":
+        return None, _check_rank(item, value, robots)
+    if item.kind == "pairwise":
+        return None, _check_pairs(item, value, robots)
     if item.kind == "likert":
         if not _is_whole(value) or not 1 <= value <= item.scale.points:  # type: ignore[union-attr]
             raise Rejected("invalid-answer", f"{item.id} must be a whole number on the scale")
@@ -183,6 +245,36 @@ def _check_item(protocol: Protocol, item: Item, value: Any,
     if item.required and not value.strip():
         raise Rejected("invalid-answer", f"{item.id} is required")
     return None, value
+
+
+def _check_rank(item: Item, value: Any, robots: list[dict[str, str]]) -> str:
+    """Every robot met, once each, first to last; stored as their condition ids joined by
+    commas (``fair,fea,efficient``)."""
+    ids = [robot["id"] for robot in robots]
+    if (not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+            or sorted(value) != sorted(ids)):
+        raise Rejected("invalid-answer", f"{item.id} must order every robot once: {ids}")
+    return ",".join(value)
+
+
+def _check_pairs(item: Item, value: Any, robots: list[dict[str, str]]) -> str:
+    """One answer per pair of robots met: one of the two, or the tie where the item has
+    one; stored pair by pair in the order asked, ``a>b`` (a was chosen) or ``a=b``, joined
+    by semicolons (``efficient>fair;fea>efficient;fair=fea``)."""
+    pairs = {pair_key(a, b): (a["id"], b["id"]) for a, b in robot_pairs(robots)}
+    if not isinstance(value, dict) or set(value) != set(pairs):
+        raise Rejected("invalid-answer", f"{item.id} must answer every pair: {list(pairs)}")
+    tokens = []
+    for key, (a, b) in pairs.items():
+        chosen = value[key]
+        if chosen == TIE and item.tie is not None:
+            tokens.append(f"{a}{TIE}{b}")
+        elif chosen in (a, b):
+            tokens.append(f"{chosen}>{b if chosen == a else a}")
+        else:
+            raise Rejected("invalid-answer", f"{item.id}: {key} must be {a} or {b}"
+                           + (f" or {TIE}" if item.tie is not None else ""))
+    return ";".join(tokens)
 
 
 def _is_whole(value: Any) -> bool:

@@ -46,11 +46,15 @@ class PageState:
         transparency = (self.protocol.condition(session["condition"]).transparency
                         if session and session["condition"] else "")
         steps = pages.steps_of(self.protocol)
+        pid = participant["id"]  # type: ignore[index]
+        robots = pages.robots_met(self.storage, pid) if step == "post" else None
         state = {"code": code, "step": step, "now": self.clock(),
                  "progress": {"index": steps.index(step) if step in steps else len(steps),
                               "total": len(steps)},
+                 "session": pages.session_label(self.protocol, step),
                  "page": pages.page(self.protocol, step, robot, transparency,
-                                    self._team_page(participant["id"], step)),  # type: ignore[index]
+                                    self._team_page(participant["id"], step),  # type: ignore[index]
+                                    robots),
                  "robot": {"name": robot} if robot else None, "round": None,
                  "last_round": self._last_round_summary(participant["id"])}  # type: ignore[index]
         state.update(pages.status(self.protocol, self.storage, participant))  # type: ignore[arg-type]

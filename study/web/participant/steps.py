@@ -19,7 +19,7 @@ from study.protocol import Protocol, preference_coefficient
 from study.storage import Storage
 from study.web.console import holds
 from study.web.participant import pages, withdrawal
-from study.web.participant.pages import ROUND_STEPS, STEPS, session_number
+from study.web.participant.pages import ROUND_STEPS, next_step, session_number, steps_of
 from study.web.participant.rejections import Rejected
 from study.web.participant.team import Teams
 
@@ -79,7 +79,7 @@ class Steps:
             for code in self.teams.codes(self.teams.leave_lobby(participant, data, now)):
                 self.pushes.append((code, "state", self.state(code)))
         else:
-            self._advance(pid, STEPS[STEPS.index(step) + 1], now)
+            self._advance(pid, next_step(self.protocol, step), now)
 
     def _consent(self, participant: dict[str, Any], data: dict[str, Any], now: float) -> None:
         agree = data.get("agree")
@@ -131,8 +131,9 @@ class Steps:
         number = session_number(step)
         session = self._session(participant["id"], number) if number else None
         robot = session["robot"] if session else None
+        robots = pages.robots_met(self.storage, participant["id"]) if step == "post" else None
         for item, value_number, value_text in pages.check_answers(self.protocol, step, data,
-                                                                   robot):
+                                                                   robot, robots):
             self.storage.insert("answers", {
                 "participant_id": participant["id"], "questionnaire": step.replace(
                     "questionnaire", "session"),
@@ -140,7 +141,7 @@ class Steps:
                 "condition": session["condition"] if session else None, "item": item.id,
                 "label": item.label, "value_number": value_number, "value_text": value_text,
                 "at": now})
-        self._advance(participant["id"], STEPS[STEPS.index(step) + 1], now)
+        self._advance(participant["id"], next_step(self.protocol, step), now)
 
     def _debrief(self, participant: dict[str, Any], data: dict[str, Any], now: float) -> None:
         consent = data.get("consent")
@@ -170,7 +171,7 @@ class Steps:
         the log is erased, so the report's flow places a withdrawal where it happened."""
         entered = {row["step"] for row in self.storage.all(
             "SELECT DISTINCT step FROM steps WHERE participant_id = ?", (participant_id,))}
-        reached = [step for step in STEPS if step in entered]
+        reached = [step for step in steps_of(self.protocol) if step in entered]
         return reached[-1] if reached else None
 
     def announce(self, code: str) -> None:

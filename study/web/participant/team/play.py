@@ -23,14 +23,16 @@ from study.protocol_schema import team_page
 from study.solver import Policy, solve
 from study.storage import Storage, to_json
 from study.web.participant import rounds
+from study.web.participant.pages import journey_steps
 from study.web.participant.team.agents import agent, agent_times
 from study.web.participant.teammate import algorithm_for
 
-# The steps during which a person holds up their team: from the team page to the end of
-# the second session. Away longer than ``grace_seconds`` there, they are dropped.
-PLAYING_STEPS = ("teammate", "intro-1", "session-1", "questionnaire-1", "intro-2",
-                 "session-2")
-SESSIONS = 2
+
+def playing_steps(sessions: int) -> tuple[str, ...]:
+    """The steps during which a person holds up their team: from the team page to the end
+    of the last session. Away longer than ``grace_seconds`` there, they are dropped."""
+    steps = journey_steps(sessions)
+    return steps[steps.index("teammate"):steps.index(f"session-{sessions}") + 1]
 
 
 def plays_agent(seat: dict[str, Any], session: int, number: int) -> bool:
@@ -55,6 +57,8 @@ class TeamPlay:
         self.fea_bounds = fea_bounds
         self.session_of = session_of
         self.policies: dict[tuple[int, int], Policy] = {}
+        self.sessions = protocol.sessions
+        self.playing_steps = playing_steps(protocol.sessions)
 
     # --- the clock ----------------------------------------------------------------------
 
@@ -91,7 +95,7 @@ class TeamPlay:
             "ON st.participant_id = s.participant_id WHERE s.team_id = t.id AND "
             "s.kind = 'person' AND s.dropped_at IS NULL AND "
             "st.step = 'session-' || (t.session + 1)))) ORDER BY t.id",
-            (self.protocol.name, now, SESSIONS))
+            (self.protocol.name, now, self.sessions))
 
     def _team(self, team_id: int) -> dict[str, Any]:
         return self.storage.one("SELECT * FROM teams WHERE id = ?", (team_id,))  # type: ignore[return-value]
@@ -113,7 +117,7 @@ class TeamPlay:
         """Mark who has no open page since when; drop whoever is away past the grace.
         Only the seats whose state changes come back from the query."""
         changed: set[int] = set()
-        steps = ", ".join("?" * len(PLAYING_STEPS))
+        steps = ", ".join("?" * len(self.playing_steps))
         for seat in self.storage.all(
                 "SELECT * FROM (SELECT s.id, s.participant_id, s.away_since, EXISTS "
                 "(SELECT 1 FROM connections c WHERE c.code = p.code) AS online FROM seats s "
@@ -122,7 +126,7 @@ class TeamPlay:
                 f"AND s.kind = 'person' AND s.dropped_at IS NULL AND p.step IN ({steps})) "
                 "WHERE (online AND away_since IS NOT NULL) OR (NOT online AND "
                 "(away_since IS NULL OR ? - away_since > ?))",
-                (self.protocol.name, *PLAYING_STEPS, now, self.design.grace_seconds)):
+                (self.protocol.name, *self.playing_steps, now, self.design.grace_seconds)):
             if seat["online"]:
                 self.storage.update("seats", seat["id"], {"away_since": None})
             elif seat["away_since"] is None:
@@ -186,7 +190,7 @@ class TeamPlay:
         last_of_session = due["number"] >= self.protocol.rounds
         values: dict[str, Any] = {"next_round_at": None if last_of_session
                                   else now + self.design.break_seconds}
-        if last_of_session and due["session"] == SESSIONS:
+        if last_of_session and due["session"] == self.sessions:
             values["finished_at"] = now
         self.storage.update("teams", team["id"], values)
         return {seat["participant_id"] for seat in self._present(team["id"])}
@@ -216,7 +220,7 @@ class TeamPlay:
         """Open the next session once everyone still in a seat is at its step, or once the
         first of them has waited ``start_seconds`` (the others are dropped)."""
         number = team["session"] + 1
-        if number > SESSIONS:
+        if number > self.sessions:
             return set()
         step = f"session-{number}"
         present = self._present(team["id"])
