@@ -36,6 +36,7 @@ from study.protocol_schema import (
     TEAM_PAGES,
 )
 from study.recruitment import OUTCOMES, EndLink, IdFormat, id_format
+from study.terms import DeclaredAlgorithm
 from study.texts import DEFAULT_TEXTS
 from study.tomlsource import ProtocolError, TomlSource
 
@@ -80,18 +81,7 @@ class Condition:
     round_order: str = "default"
     w: float = 0.7
     fea_bounds: tuple[float, float] | None = None  # None: take the pool's bounds
-
-
-@dataclass(frozen=True)
-class DeclaredAlgorithm:
-    """An ``[[algorithms]]`` table: weighted terms or a goal reward given as code
-    (``study.algorithms`` makes the model's ``Algorithm`` of it)."""
-
-    id: str
-    terms: tuple[tuple[str, float], ...] = ()
-    fea_bounds: tuple[float, float] | None = None  # None with fair_equity: the pool's
-    memory: bool = False
-    python: str | None = None
+    declared: DeclaredAlgorithm | None = None  # the [[algorithms]] table it runs, if any
 
 
 @dataclass(frozen=True)
@@ -335,13 +325,15 @@ def _pool_spec(source: TomlSource) -> PoolSpec:
     """The ``[pool]`` section as the pool builder reads it (interval shapes, overlaps)."""
     from study.pool.spec import parse_pool
 
-    return parse_pool(source.data["pool"], source.error, name=source.path.stem)
+    return parse_pool(source.data["pool"], source.error, name=source.path.stem,
+                      declared=source.data.get("algorithms", []), folder=source.path.parent)
 
 
 # --- the validated document as the study reads it ---------------------------------------
 
 
 def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
+    declared = tuple(_declared(a, path.parent) for a in doc.algorithms)
     scales = {name: Scale(s.points, tuple(s.anchors)) for name, s in doc.scales.items()}
     themes = tuple(Theme(t.id, t.name, t.text, t.initials.upper(), t.description, t.colour)
                    for t in doc.themes)
@@ -363,8 +355,8 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
                       else TASK_NAMES.index(doc.study.preferred_on)),
         tied_ratings=doc.study.tied_ratings,
         themes=themes,
-        conditions=tuple(_condition(c) for c in doc.conditions),
-        algorithms=tuple(_declared(a) for a in doc.algorithms),
+        conditions=tuple(_condition(c, declared) for c in doc.conditions),
+        algorithms=declared,
         pages={name: Page(page.title, page.text) for name in (*PAGES, *TEAM_PAGES)
                if (page := getattr(doc.pages, name)) is not None},
         preference_scale=scales[doc.preferences.scale],
@@ -403,19 +395,21 @@ def _recruitment(section: schema.Recruitment) -> Recruitment:
                        float(section.binding_idle_minutes), section.id_pattern, outcomes)
 
 
-def _declared(section: schema.AlgorithmSection) -> DeclaredAlgorithm:
+def _declared(section: schema.AlgorithmSection, folder: Path) -> DeclaredAlgorithm:
     bounds = section.fea_bounds
     return DeclaredAlgorithm(
         section.id, tuple((name, float(weight)) for name, weight in (section.terms or {}).items()),
         None if bounds is None else (float(bounds[0]), float(bounds[1])),
-        section.memory == "study", section.python)
+        section.memory == "study", section.python, str(folder))
 
 
-def _condition(condition: schema.Condition) -> Condition:
+def _condition(condition: schema.Condition,
+               declared: tuple[DeclaredAlgorithm, ...]) -> Condition:
     bounds = condition.fea_bounds
     return Condition(condition.id, condition.algorithm, condition.robot,
                      condition.transparency, condition.round_order, float(condition.w),
-                     None if bounds is None else (float(bounds[0]), float(bounds[1])))
+                     None if bounds is None else (float(bounds[0]), float(bounds[1])),
+                     next((a for a in declared if a.id == condition.algorithm), None))
 
 
 def _questionnaire(section: schema.Questionnaire, scales: dict[str, Scale]) -> Questionnaire:

@@ -305,6 +305,12 @@ def _algorithm_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
             yield f"conditions.{index}.algorithm", (
                 f"must be one of {names} (a preset or the id of an [[algorithms]] table; got "
                 f"'{condition.algorithm}')")
+    for index, name in enumerate(doc.pool.algorithms):
+        if name not in ALGORITHMS and name not in declared:
+            yield f"pool.algorithms.{index}", (f"'{name}': unknown; expected one of {names} (a "
+                                               "preset or the id of an [[algorithms]] table)")
+        elif name in doc.pool.algorithms[:index]:
+            yield f"pool.algorithms.{index}", f"'{name}' is listed twice"
 
 
 def _reward_problems(doc: schema.ProtocolFile, algorithm: schema.AlgorithmSection,

@@ -592,9 +592,10 @@ class PoolSection(Strict):
     kits: list[Annotated[int, Field(ge=0, le=LIMITS["kits_per_type"])]] = Field(
         default_factory=lambda: [8, 8], min_length=2, max_length=2,
         description="Kits per task type; must equal [study] kits.")
-    algorithms: list[Literal[ALGORITHMS]] = Field(
-        default_factory=lambda: list(ALGORITHMS), min_length=1, max_length=len(ALGORITHMS),
-        description="Algorithms solved for every pool team.")
+    algorithms: list[Identifier] = Field(
+        default_factory=lambda: list(ALGORITHMS), min_length=1, max_length=len(ALGORITHMS) + 12,
+        description="Algorithms solved for every pool team: presets and [[algorithms]] ids "
+                    "(default: the presets and every declared algorithm).")
     most_capable_reading: Literal[MOST_CAPABLE_READINGS] = Field(
         MOST_CAPABLE_READINGS[0], description="Which human of a team counts as the most "
                                               "capable (docs/model.md, Team types).")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from dataclasses import dataclass, field
 
 ALGORITHMS = ("efficient", "fair", "fea")
 DEFAULT_KITS = (8, 8)
@@ -45,6 +46,27 @@ class InvalidInput(ValueError):
         self.value = value
         self.reason = reason
         super().__init__(f"{field_name} = {value!r}: {reason}")
+
+
+@dataclass(frozen=True)
+class DeclaredAlgorithm:
+    """An ``[[algorithms]]`` table: weighted terms or a goal reward given as code
+    (``study.algorithms`` makes the model's ``Algorithm`` of it). Plain data, so a protocol
+    and a pool spec carry it without numpy. ``folder``: where a goal reward given as code
+    may sit beside its protocol; ``python_sha256``: its file's digest, so a pool built with
+    other code is not reused."""
+
+    id: str
+    terms: tuple[tuple[str, float], ...] = ()
+    fea_bounds: tuple[float, float] | None = None  # None with fair_equity: the pool's
+    memory: bool = False
+    python: str | None = None
+    folder: str | None = field(default=None, compare=False)
+    python_sha256: str | None = field(default=None, compare=False)
+
+    @property
+    def uses_bounds(self) -> bool:
+        return any(name == "fair_equity" for name, _ in self.terms)
 
 
 def preset_terms(name: str, w: float = DEFAULT_FEA_WEIGHT) -> dict[str, float]:

@@ -13,8 +13,10 @@ from functools import lru_cache
 import numpy as np
 
 from study.model import (
+    Algorithm,
     GoalSums,
     StateSpace,
+    code_goal_rewards,
     goal_major_sums,
     most_capable_type,
     most_preferred_type,
@@ -73,7 +75,7 @@ def _slice_columns(spec: PoolSpec, c: np.ndarray, p: np.ndarray) -> dict[str, np
     at_goal = {}
     teams = np.arange(len(c))
     for name in spec.algorithms:
-        rows = reward_from_sums(spec.algorithm(name), sums)
+        rows = reward_rows(spec.algorithm(name), sums, c, p, space)
         positions = optimal_goal_positions(space, rows)
         flat = positions * len(c) + teams   # into the goal-major [G, B] arrays, flattened
         at_goal[name] = {key: values.reshape(-1).take(flat) for key, values in
@@ -84,6 +86,18 @@ def _slice_columns(spec: PoolSpec, c: np.ndarray, p: np.ndarray) -> dict[str, np
     if spec.has_gaps:
         columns.update(_gap_columns(spec, at_goal))
     return columns
+
+
+def reward_rows(algorithm: Algorithm, sums: GoalSums, c: np.ndarray, p: np.ndarray,
+                space: StateSpace) -> np.ndarray:
+    """``[G, B]`` goal rewards of one algorithm: weighted terms from the shared goal sums,
+    a goal reward given as code from the goal allocations (as ``solve_batch`` computes
+    them). A pool solves every algorithm for one session: an algorithm with memory plans
+    it as a study's first session (no earlier kits)."""
+    if algorithm.code is None:
+        return reward_from_sums(algorithm, sums)
+    return np.ascontiguousarray(code_goal_rewards(algorithm.code, c, p,
+                                                  space.goal_allocations).T)
 
 
 def _coefficient_columns(c: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:

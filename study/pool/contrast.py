@@ -64,7 +64,7 @@ def _not_in_pool(spec: PoolSpec, condition: Any) -> str | None:
     return None
 
 
-def _by_role(values: np.ndarray, top: np.ndarray) -> dict[str, np.ndarray]:
+def by_role(values: np.ndarray, top: np.ndarray) -> dict[str, np.ndarray]:
     """``[B, h]`` per-human values as the most capable human's and the others' mean."""
     mine = values[np.arange(len(top)), top]
     others = (values.sum(axis=1) - mine) / (values.shape[1] - 1)
@@ -100,7 +100,7 @@ def contrast(pool: Pool, conditions: Sequence[Any]) -> dict[str, Any]:
     for a, b in itertools.combinations(robots, 2):
         moved = np.abs(goals[a.algorithm] - goals[b.algorithm]).sum(axis=2) / 2  # [B, h]
         differ = moved.sum(axis=1) > 0
-        roles = _by_role(moved, top)
+        roles = by_role(moved, top)
         pairs.append({"robots": [a.condition, b.condition], "teams_differ": int(differ.sum()),
                       "share_differ": float(differ.mean()) if len(rows) else float("nan"),
                       "rounds_differ": {role: _mean(roles[role]) for role in ROLES},
@@ -108,7 +108,7 @@ def contrast(pool: Pool, conditions: Sequence[Any]) -> dict[str, Any]:
                                                      for role in ROLES}})
     per_robot = {}
     for robot in robots:
-        kinds = {kind: _by_role(_rounds(pool, robot.algorithm, kind, rows), top)
+        kinds = {kind: by_role(_rounds(pool, robot.algorithm, kind, rows), top)
                  for kind in ("capable", "preferred")}
         per_robot[robot.condition] = {role: {kind: _mean(kinds[kind][role])
                                              for kind in kinds} for role in ROLES}

@@ -18,10 +18,13 @@ from typing import Protocol as Interface
 
 import numpy as np
 
+from study.algorithms import declared_algorithm
 from study.model import Algorithm, Team
 from study.solver import Policy, solve
+from study.terms import DeclaredAlgorithm
 
-# Pool members tried, nearest first, for one whose live team the two robots treat differently.
+# Pool members tried, nearest first, for one whose live team every two robots treat
+# differently.
 CANDIDATES = 500
 
 
@@ -47,13 +50,15 @@ class Placement(Interface):
 
 
 class Robot(Interface):
-    """What a condition's robot solves with (``study.protocol.Condition``)."""
+    """What a condition's robot solves with (``study.protocol.Condition``): a preset by
+    name, or the ``[[algorithms]]`` table it runs (``declared``)."""
 
     id: str
     algorithm: str
     w: float
     fea_bounds: tuple[float, float] | None
     round_order: str
+    declared: DeclaredAlgorithm | None
 
 
 class TeammateSource(Interface):
@@ -135,7 +140,10 @@ def live_team(match: Member, c: np.ndarray, p: np.ndarray) -> Team:
 
 
 def algorithm_for(condition: Robot, pool_bounds: tuple[float, float] | None) -> Algorithm:
-    """The condition's objective; FEA takes the protocol's bounds or else the pool's."""
+    """The condition's objective: its declared algorithm, or a preset; FEA (and a declared
+    fair_equity term) takes the protocol's bounds or else the pool's."""
+    if condition.declared is not None:
+        return declared_algorithm(condition.declared, pool_bounds)
     if condition.algorithm != "fea":
         return Algorithm(condition.algorithm)
     bounds = condition.fea_bounds or pool_bounds
@@ -148,7 +156,7 @@ def algorithm_for(condition: Robot, pool_bounds: tuple[float, float] | None) -> 
 @dataclass(frozen=True)
 class Placed:
     """The rule's choice, the Eq. 6 nearest member, how many candidates the rule passed
-    over because both robots would follow one plan, the live team and each condition's
+    over because two robots would follow one plan, the live team and each condition's
     policy for it (in the order the conditions were given)."""
 
     rule: str
@@ -164,8 +172,27 @@ class Placed:
 
 
 def plans_differ(policies: Sequence[Policy]) -> bool:
-    """Whether the robots follow different plans (a study compares them)."""
-    return len({tuple(map(tuple, policy.plan)) for policy in policies}) > 1
+    """Whether every two robots follow different plans (a study compares each pair)."""
+    return len({tuple(map(tuple, policy.plan)) for policy in policies}) == len(policies)
+
+
+def session_policies(team: Team, conditions: Sequence[Robot],
+                     pool_bounds: tuple[float, float] | None,
+                     kits: tuple[int, ...]) -> list[Policy]:
+    """Each condition's policy for the team, the conditions in the order their sessions
+    run: an algorithm with memory over the study counts the kits the earlier sessions hand
+    out (MODEL.md, memory). Every round hands out the kits the policy asks for, so those
+    are the earlier policies' goals."""
+    policies: list[Policy] = []
+    held: np.ndarray | None = None
+    for condition in conditions:
+        algorithm = algorithm_for(condition, pool_bounds)
+        history = held if algorithm.memory else None
+        policy = solve(team, algorithm, kits, condition.round_order, history=history)
+        policies.append(policy)
+        goal = policy.goal_allocation
+        held = goal.astype(float) if held is None else held + goal
+    return policies
 
 
 def tied(p: np.ndarray) -> bool:
@@ -200,8 +227,7 @@ def _placed(rule: str, chosen: Placement, nearest: Placement, same_plan: int,
             source: TeammateSource, c: np.ndarray, p: np.ndarray,
             conditions: Sequence[Robot], kits: tuple[int, ...]) -> Placed:
     team = live_team(chosen.match, c, p)
-    policies = [solve(team, algorithm_for(condition, source.fea_bounds), kits,
-                      condition.round_order) for condition in conditions]
+    policies = session_policies(team, conditions, source.fea_bounds, kits)
     return Placed(rule, chosen, nearest, same_plan, team, policies)
 
 

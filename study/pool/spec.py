@@ -24,7 +24,14 @@ from study.pool.names import (
     TEAMMATE_RULES,
     UNPLACED,
 )
-from study.terms import ALGORITHMS, InvalidInput, validate_kits
+from study.terms import (
+    ALGORITHMS,
+    MEMORY_SCOPES,
+    DeclaredAlgorithm,
+    InvalidInput,
+    terms_problems,
+    validate_kits,
+)
 from study.tomlsource import ProtocolError, TomlSource
 
 if TYPE_CHECKING:  # numpy and the model are imported where a spec is used, not read
@@ -182,6 +189,7 @@ class PoolSpec:
     teammate: TeammateFilter
     name: str = "pool"
     most_capable_reading: str = COMPARATIVE_ADVANTAGE
+    declared: tuple[DeclaredAlgorithm, ...] = ()  # the [[algorithms]] among `algorithms`
 
     @property
     def task_types(self) -> int:
@@ -193,26 +201,40 @@ class PoolSpec:
         return {"efficient", "fair"} <= set(self.algorithms)
 
     def algorithm(self, name: str) -> Algorithm:
+        """The model's algorithm the pool solves by ``name``: a preset (FEA with the pool's
+        weight and bounds) or a declared one (a fair_equity term on the pool's bounds
+        unless it has its own)."""
         from study.model import Algorithm
 
+        declared = next((a for a in self.declared if a.id == name), None)
+        if declared is not None:
+            from study.algorithms import declared_algorithm
+
+            return declared_algorithm(declared, None if self.fea is None
+                                      else (self.fea.lo, self.fea.hi))
         if name == "fea" and self.fea is not None:
             return Algorithm("fea", w=self.fea.w, lo=self.fea.lo, hi=self.fea.hi)
         return Algorithm(name)
 
     @classmethod
     def from_protocol(cls, path: Path | str) -> PoolSpec:
-        """Read and validate the ``[pool]`` section of a protocol file."""
+        """Read and validate the ``[pool]`` section of a protocol file (with the
+        ``[[algorithms]]`` tables it solves)."""
         source = TomlSource.read(path)
         if "pool" not in source.data or not isinstance(source.data["pool"], dict):
             raise source.error("pool", "the protocol has no [pool] section")
-        return parse_pool(source.data["pool"], source.error, name=Path(path).stem)
+        return parse_pool(source.data["pool"], source.error, name=Path(path).stem,
+                          declared=source.data.get("algorithms", []),
+                          folder=source.path.parent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], name: str = "pool",
                   where: str = "<pool spec>") -> PoolSpec:
         """A spec from ``to_dict`` output (e.g. a pool file's metadata), validated."""
-        return parse_pool(data, lambda dotted, message: ProtocolError(where, None, dotted,
-                                                                       message), name=name)
+        pool = {key: value for key, value in data.items() if key != "declared"}
+        return parse_pool(pool, lambda dotted, message: ProtocolError(where, None, dotted,
+                                                                       message), name=name,
+                          declared=data.get("declared", []))
 
     def to_dict(self) -> dict[str, Any]:
         """The spec in the shape of the ``[pool]`` section, with every range spelled out."""
@@ -225,6 +247,8 @@ class PoolSpec:
         }
         if self.fea is not None:
             data["fea"] = self.fea.to_dict()
+        if self.declared:  # absent without them, so the presets' digests stay
+            data["declared"] = [declared_dict(algorithm) for algorithm in self.declared]
         return data
 
     def digest(self) -> str:
@@ -293,8 +317,11 @@ def _compact(intervals: Intervals) -> str:
 # --- parsing -----------------------------------------------------------------------------
 
 
-def parse_pool(data: Mapping[str, Any], error: ErrorFactory, name: str = "pool") -> PoolSpec:
-    """Validate a ``[pool]`` mapping; ``error(field, message)`` builds the exception."""
+def parse_pool(data: Mapping[str, Any], error: ErrorFactory, name: str = "pool",
+               declared: object = (), folder: Path | None = None) -> PoolSpec:
+    """Validate a ``[pool]`` mapping; ``error(field, message)`` builds the exception.
+    ``declared``: the protocol's ``[[algorithms]]`` tables (``folder``: the protocol's,
+    where a goal reward given as code may sit), solved when ``algorithms`` names them."""
     _check_keys(data, _POOL_KEYS, "pool", error)
     if "teams" not in data:
         raise error("pool.teams", "missing: how many teams the pool holds")
@@ -304,7 +331,10 @@ def parse_pool(data: Mapping[str, Any], error: ErrorFactory, name: str = "pool")
     seed = _whole(data["seed"], "pool.seed", 0, error)
     humans = _whole(data.get("humans", 2), "pool.humans", 2, error)
     kits = _kits(data.get("kits", [8, 8]), humans, error)
-    algorithms = _algorithms(data.get("algorithms", list(ALGORITHMS)), error)
+    tables = _declared_tables(declared, error)
+    algorithms = _algorithms(data.get("algorithms", [*ALGORITHMS, *tables]), tables, error)
+    chosen = tuple(_declared_algorithm(tables[name], error, folder) for name in algorithms
+                   if name in tables)
     reading = data.get("most_capable_reading", COMPARATIVE_ADVANTAGE)
     if reading not in MOST_CAPABLE_READINGS:
         raise error("pool.most_capable_reading",
@@ -325,8 +355,13 @@ def parse_pool(data: Mapping[str, Any], error: ErrorFactory, name: str = "pool")
             raise error(f"pool.{section}.fair_gap_above",
                         "the fair gap needs both 'efficient' and 'fair' in pool.algorithms")
     fea = _fea(data, "fea" in algorithms, error)
+    for algorithm in chosen:
+        if algorithm.uses_bounds and algorithm.fea_bounds is None and fea is None:
+            raise error("pool.algorithms", f"{algorithm.id!r} takes the bounds of [pool.fea] "
+                                           "(fea_bounds = \"pool\"), which needs 'fea' in "
+                                           "pool.algorithms")
     return PoolSpec(teams, seed, humans, kits, algorithms, sample_c, sample_p, accept, fea,
-                    teammate, name, reading)
+                    teammate, name, reading, chosen)
 
 
 def _check_keys(data: Mapping[str, Any], allowed: tuple[str, ...], where: str,
@@ -374,15 +409,85 @@ def _kits(value: object, humans: int, error: ErrorFactory) -> tuple[int, ...]:
     return kits
 
 
-def _algorithms(value: object, error: ErrorFactory) -> tuple[str, ...]:
+def _algorithms(value: object, declared: Mapping[str, Any],
+                error: ErrorFactory) -> tuple[str, ...]:
+    """The presets in their order, then the declared algorithms in the order listed."""
+    known = [*ALGORITHMS, *declared]
     if not isinstance(value, list) or not value:
-        raise error("pool.algorithms", f"must be a non-empty list drawn from {ALGORITHMS}")
+        raise error("pool.algorithms", f"must be a non-empty list drawn from {known}")
     for name in value:
-        if name not in ALGORITHMS:
-            raise error("pool.algorithms", f"{name!r}: unknown; expected {', '.join(ALGORITHMS)}")
+        if name not in known:
+            raise error("pool.algorithms", f"{name!r}: unknown; expected {', '.join(known)} "
+                                           "(a preset or an [[algorithms]] id)")
     if len(set(value)) != len(value):
         raise error("pool.algorithms", "lists an algorithm twice")
-    return tuple(name for name in ALGORITHMS if name in value)
+    return (*(name for name in ALGORITHMS if name in value),
+            *(name for name in value if name not in ALGORITHMS))
+
+
+def _declared_tables(declared: object, error: ErrorFactory) -> dict[str, Mapping[str, Any]]:
+    """The ``[[algorithms]]`` tables by id (checked in full by ``study check``; here as far
+    as solving them needs)."""
+    if not isinstance(declared, list):
+        raise error("algorithms", "must be a list of [[algorithms]] tables")
+    tables: dict[str, Mapping[str, Any]] = {}
+    for index, table in enumerate(declared):
+        if not isinstance(table, Mapping) or not isinstance(table.get("id"), str):
+            raise error(f"algorithms.{index}", "an [[algorithms]] table needs an id")
+        if table["id"] in ALGORITHMS or table["id"] in tables:
+            raise error(f"algorithms.{index}.id", f"{table['id']!r}: a preset's or a repeated "
+                                                  "id")
+        tables[table["id"]] = {**table, "_index": index}
+    return tables
+
+
+def _declared_algorithm(table: Mapping[str, Any], error: ErrorFactory,
+                        folder: Path | None) -> DeclaredAlgorithm:
+    """One ``[[algorithms]]`` table as the pool solves it; a goal reward given as code
+    carries its file's digest (recorded, or found from ``folder``)."""
+    where = f"algorithms.{table['_index']}"
+    terms, python = table.get("terms"), table.get("python")
+    if (terms is None) == (python is None):
+        raise error(where, "needs terms or python (one of the two)")
+    if terms is not None:
+        problems = terms_problems(terms)
+        if problems:
+            term, message = problems[0]
+            raise error(f"{where}.terms" + (f".{term}" if term else ""), message)
+    bounds = table.get("fea_bounds")
+    if bounds == "pool":
+        bounds = None
+    elif bounds is not None:
+        if not isinstance(bounds, list) or len(bounds) != 2 or not all(map(_is_number, bounds)):
+            raise error(f"{where}.fea_bounds", f"{bounds!r}: must be \"pool\" or [lo, hi]")
+        bounds = (float(bounds[0]), float(bounds[1]))
+    memory = table.get("memory")
+    if memory is not None and memory not in MEMORY_SCOPES:
+        raise error(f"{where}.memory", f"{memory!r}: expected one of {', '.join(MEMORY_SCOPES)}")
+    digest = table.get("python_sha256")
+    if python is not None and digest is None and folder is not None:
+        from study.algorithms import code_sha256
+
+        digest = code_sha256(python, folder)
+    return DeclaredAlgorithm(
+        table["id"], tuple((str(k), float(v)) for k, v in (terms or {}).items()), bounds,
+        memory is not None, python, None if folder is None else str(folder), digest)
+
+
+def declared_dict(algorithm: DeclaredAlgorithm) -> dict[str, Any]:
+    """A declared algorithm in its ``[[algorithms]]`` shape, as a pool's spec records it."""
+    data: dict[str, Any] = {"id": algorithm.id}
+    if algorithm.python is not None:
+        data["python"] = algorithm.python
+        data["python_sha256"] = algorithm.python_sha256
+    else:
+        data["terms"] = dict(algorithm.terms)
+    if algorithm.uses_bounds:
+        data["fea_bounds"] = ("pool" if algorithm.fea_bounds is None
+                              else list(algorithm.fea_bounds))
+    if algorithm.memory:
+        data["memory"] = "study"
+    return data
 
 
 def _interval(value: object, where: str, error: ErrorFactory) -> tuple[float, float]:
