@@ -52,6 +52,7 @@ class Person:
 
     code: str
     capabilities: tuple[float, ...]
+    clipped: tuple[bool, ...]
     plans: tuple[str, ...]
     goals: tuple[str, ...]
     robots_identical: int | None
@@ -61,6 +62,7 @@ class Person:
     participant_role: str | None = None
     target_met: int | None = None
     step: str | None = None
+    preferences: tuple[float, ...] = ()
 
     @property
     def in_target(self) -> bool:
@@ -133,19 +135,24 @@ class HumanJourneys:
         assert participant is not None
         pid = participant["id"]
         capabilities = self.storage.all(
-            "SELECT value FROM measurements WHERE participant_id = ? AND kind = 'capability' "
-            "ORDER BY task_type", (pid,))
+            "SELECT value, clipped FROM measurements WHERE participant_id = ? AND "
+            "kind = 'capability' ORDER BY task_type", (pid,))
         sessions = self.storage.all(
             "SELECT plan, goal FROM sessions WHERE participant_id = ? AND number > 0 "
             "ORDER BY number", (pid,))
+        preferences = self.storage.all(
+            "SELECT value FROM measurements WHERE participant_id = ? AND "
+            "kind = 'preference' ORDER BY task_type", (pid,))
         teammate = self.storage.one("SELECT * FROM teammates WHERE participant_id = ?",
                                     (pid,)) or {}
         return Person(code, tuple(row["value"] for row in capabilities),
+                      tuple(bool(row["clipped"]) for row in capabilities),
                       tuple(row["plan"] for row in sessions),
                       tuple(row["goal"] for row in sessions), participant["robots_identical"],
                       teammate.get("distance"), teammate.get("passed_over"),
                       teammate.get("live_type"), teammate.get("participant_role"),
-                      teammate.get("target_met"), participant["step"])
+                      teammate.get("target_met"), participant["step"],
+                      tuple(row["value"] for row in preferences))
 
     def run(self, people: int, seed: int) -> list[Person]:
         rng = np.random.default_rng(seed)
@@ -153,9 +160,10 @@ class HumanJourneys:
                 for index in range(people)]
 
 
-# The population of the team-formation table (docs/teams-by-design.md): paces from half to
-# twice the human model's times, and every theme-rating pattern of two themes.
-PACES = tuple(float(x) for x in np.geomspace(0.5, 2.0, 7))
+# The population of the team-formation table (docs/teams-by-design.md): paces from 0.3 to
+# 2.5 times the human model's times (the span the shipped protocols measure unclipped,
+# docs/human-model.md), and every theme-rating pattern of two themes.
+PACES = (0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5)
 RATING_PATTERNS = {"first strongly": (7, 1), "second strongly": (1, 7),
                    "first mildly": (5, 4), "second mildly": (4, 5), "tied high": (6, 6),
                    "tied low": (2, 2)}
@@ -193,9 +201,31 @@ def formation_table(people: list[Simulated]) -> str:
     for pace in PACES:
         row = [p for p in people if p.pace == pace]
         cells = [_share([p for p in row if p.pattern == name]) for name in RATING_PATTERNS]
-        lines.append(f"| {pace:.2f} | " + " | ".join(cells) + f" | {_share(row)} |")
+        lines.append(f"| {pace:g} | " + " | ".join(cells) + f" | {_share(row)} |")
     cells = [_share([p for p in people if p.pattern == name]) for name in RATING_PATTERNS]
     lines.append("| all | " + " | ".join(cells) + f" | **{_share(people)}** |")
+    return "\n".join(lines)
+
+
+def headroom_table(run: HumanJourneys, people: list[Simulated]) -> str:
+    """Per pace and cookie type, the share of capabilities clipped and the share measured
+    inside the range the protocol's pool samples (unclipped); and the share in the target
+    team, as a Markdown table (docs/human-model.md)."""
+    names = [cookie.name for cookie in run.protocol.cookies]
+    ranges = run.protocol.pool_spec().sample_c[0]
+    header = "".join(f" {name} clipped | {name} in range |" for name in names)
+    lines = [f"| pace (x model times) |{header} in the target team |",
+             "|---|" + "---|" * (2 * len(names) + 1)]
+    for pace in (*PACES, None):
+        row = [p for p in people if pace is None or p.pace == pace]
+        cells = []
+        for j, (low, high) in enumerate(ranges):
+            clipped = [p.person.clipped[j] for p in row]
+            inside = [not p.person.clipped[j] and low <= p.person.capabilities[j] <= high
+                      for p in row]
+            cells += [f"{np.mean(clipped):.0%}", f"{np.mean(inside):.0%}"]
+        label = "all" if pace is None else f"{pace:g}"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {_share(row)} |")
     return "\n".join(lines)
 
 
@@ -215,6 +245,12 @@ def where_they_ended(people: list[Simulated]) -> str:
                                                                 key=lambda kv: -kv[1]))
 
 
+def _ranges(run: HumanJourneys) -> str:
+    ranges = run.protocol.pool_spec().sample_c[0]
+    return ", ".join(f"{cookie.name} [{low:g}, {high:g}]"
+                     for cookie, (low, high) in zip(run.protocol.cookies, ranges, strict=True))
+
+
 def summary(name: str, people: list[Person]) -> str:
     matched = [p for p in people if p.plans]
     values = np.array([p.capabilities for p in matched])
@@ -232,7 +268,7 @@ def summary(name: str, people: list[Person]) -> str:
 def formation(protocols: list[Path], people: int, seed: int, pools: Path) -> None:
     """Print the team-formation table of each protocol."""
     print(f"{people} simulated people per protocol, seed {seed}, paces "
-          f"{', '.join(f'{p:.2f}' for p in PACES)} x the human model's times\n")
+          f"{', '.join(f'{p:g}' for p in PACES)} x the human model's times\n")
     with tempfile.TemporaryDirectory() as directory:
         for number, path in enumerate(protocols):
             database = Path(directory) / str(number)  # protocols may share a study name
@@ -242,6 +278,8 @@ def formation(protocols: list[Path], people: int, seed: int, pools: Path) -> Non
             share = np.mean([p.person.in_target for p in simulated])
             print(f"### {path.name}: {share:.1%} in the target team with differing plans\n")
             print(formation_table(simulated))
+            print(f"\nMeasured, per pace (the pool samples {_ranges(run)}):\n")
+            print(headroom_table(run, simulated))
             print(f"\nWhere they ended: {where_they_ended(simulated)}\n", flush=True)
 
 

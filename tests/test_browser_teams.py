@@ -33,7 +33,7 @@ PEOPLE = {"brisk-1": (0.55, {"ravens": 7, "steelers": 2}),
 @pytest.fixture(scope="module")
 def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     text = (ROOT / "protocols" / "study2.toml").read_text()
-    assert "c = [[0.12, 0.50], [0.40, 0.99]]" in text  # the ranges people measure
+    assert "c = [[0.02, 0.27], [0.04, 0.88]]" in text  # the ranges people measure
     path = tmp_path_factory.mktemp("teams-protocol") / "study2.toml"
     # 15 s practice rounds: a speed per second measures the same in half the time
     path.write_text(text.replace("open_enrolment = false", "open_enrolment = true")
