@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import sqlite3
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from importlib import metadata as package_metadata
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from study.terms import ALGORITHMS, DEFAULT_FEA_WEIGHT, preset_terms
 
 TASK_TYPES = "0 = squares, 1 = letters"
 TASK_NAMES = "squares, letters"
@@ -214,10 +217,11 @@ CODEBOOK: tuple[Table, ...] = (
         Column("condition", "TEXT", "condition id of a collaborative session",
                allowed="a condition id of the protocol, or empty (practice)"),
         Column("algorithm", "TEXT", "allocation algorithm the robot ran",
-               allowed="efficient, fair, fea, or empty"),
+               allowed="efficient, fair, fea, the id of an [[algorithms]] table, or empty"),
         Column("robot", "TEXT", "the robot's name shown to the participant"),
         Column("w", "REAL", "FEA weight on efficiency", allowed="0..1 or empty"),
-        Column("fea_lo", "REAL", "lower bound scaling |FE| into FE'"),
+        Column("fea_lo", "REAL", "lower bound scaling |FE| into FE' (FEA, or a declared "
+               "algorithm's fair_equity term)"),
         Column("fea_hi", "REAL", "upper bound scaling |FE| into FE'"),
         Column("round_order", "TEXT", "the solver's round order",
                allowed="default, anytime-fair, or empty"),
@@ -237,6 +241,14 @@ CODEBOOK: tuple[Table, ...] = (
         _at("created_at", "when the session and its policy were set up"),
         _at("finished_at", "when the session's last round closed"),
         _fk("team_id", "teams", nullable=True),
+        Column("algorithm_declaration", "TEXT (JSON)", "the algorithm as data: id, preset, "
+               "terms {term: weight}, fea_bounds [lo, hi], memory (\"study\": counts the "
+               "earlier sessions' kits), python (module:function of a goal reward given as "
+               "code) and python_sha256 (its file's digest) (docs/model.md, Algorithms as "
+               "data)"),
+        Column("history", "TEXT (JSON)", "for an algorithm with memory over the study: the "
+               "kits each human got in the earlier sessions, which this session's policy "
+               "counted [human][type]", units="kits", allowed="JSON list, or empty"),
     )),
     Table("rounds", "one timed round of one participant", (
         _id(), _fk("session_id", "sessions"), _fk("participant_id", "participants"),
@@ -675,10 +687,44 @@ def metadata_files(connection: sqlite3.Connection) -> dict[str, bytes]:
         f"FROM {RUNS_TABLE} ORDER BY id").fetchall()
     for protocol, digest, text, pool, pool_metadata in rows:
         files[f"metadata/protocol-{protocol}-{digest[:12]}.toml"] = text.encode()
+        files[f"metadata/algorithms-{protocol}-{digest[:12]}.json"] = json.dumps(
+            condition_algorithms(text), indent=2).encode()
         if pool and pool_metadata:
             files[f"metadata/pool-{Path(pool).stem}.json"] = json.dumps(
                 json.loads(pool_metadata), indent=2, sort_keys=True).encode()
     return files
+
+
+def condition_algorithms(text: str) -> dict[str, Any]:
+    """Per condition of a protocol's text, the algorithm its robot ran as data: its terms
+    and weights, the bounds scaling a fair_equity term (its own or ``[pool.fea]``'s),
+    memory, and the module:function of a goal reward given as code (docs/model.md,
+    Algorithms as data). Read from the text alone, so an export never runs a lab's code."""
+    data = tomllib.loads(text)
+    declared = {table.get("id"): table for table in data.get("algorithms", [])}
+    fea = data.get("pool", {}).get("fea", {})
+    pool_bounds = fea.get("bounds")
+    conditions = {}
+    for condition in data.get("conditions", []):
+        name = condition.get("algorithm")
+        table = declared.get(name)
+        if table is None:
+            w = condition.get("w", DEFAULT_FEA_WEIGHT)
+            terms = preset_terms(name, w) if name in ALGORITHMS else None
+            bounds = condition.get("fea_bounds", "pool") if name == "fea" else None
+            entry = {"algorithm": name, "preset": True, "terms": terms, "memory": None,
+                     "python": None}
+        else:
+            bounds = table.get("fea_bounds") if "fair_equity" in table.get("terms", {}) else None
+            entry = {"algorithm": name, "preset": False, "terms": table.get("terms"),
+                     "memory": table.get("memory"), "python": table.get("python")}
+        entry["fea_bounds"] = pool_bounds if bounds == "pool" else bounds
+        entry["fea_bounds_from"] = ("[pool.fea]" if bounds == "pool"
+                                    else "the protocol" if bounds is not None else None)
+        conditions[condition.get("id")] = {"robot": condition.get("robot"), **entry}
+    return {"conditions": conditions,
+            "meaning": "docs/model.md, Algorithms as data: a goal reward is a weighted sum of "
+                       "named terms; memory = \"study\" counts the kits of earlier sessions"}
 
 
 # --- writing an export ------------------------------------------------------------------

@@ -54,7 +54,7 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
          "algorithm": TEXT, "robot": TEXT, "w": REAL, "fea_lo": REAL, "fea_hi": REAL,
          "round_order": TEXT, "participant_human": INT, "team_c": TEXT, "team_p": TEXT,
          "goal": TEXT, "plan": TEXT, "reward": REAL, "rounds": INT, "created_at": REAL,
-         "finished_at": REAL, "team_id": INT},
+         "finished_at": REAL, "team_id": INT, "algorithm_declaration": TEXT, "history": TEXT},
         {"participant_id", "number", "kind", "rounds", "created_at"},
         [("participant_id", "participants")], [["participant_id", "number"]]),
     "rounds": (

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from study.algorithms import declaration, from_declaration
 from study.model import Algorithm, Team
 from study.pool.placing import (
     CANDIDATES,
@@ -59,16 +60,20 @@ class PoolTeammates(PoolMembers):
 def session_row(protocol: Protocol, condition: Condition, team: Team, human: int,
                 algorithm: Algorithm, policy: Policy | None = None,
                 ) -> tuple[dict[str, Any], Policy]:
-    """The condition's policy for the live team (solved unless given); the session row
-    records it."""
+    """The condition's policy for the live team (solved unless given, as a first session);
+    the session row records it, with the algorithm as data and, for one with memory, the
+    kits of the earlier sessions it counted."""
     if policy is None:
         policy = solve(team, algorithm, protocol.kits, condition.round_order)
-    is_fea = algorithm.name == "fea"
+    bounded = algorithm.uses_bounds
+    history = policy.history if algorithm.memory else None
     row = {"kind": "collaborative", "condition": condition.id,
            "algorithm": algorithm.name, "robot": condition.robot,
-           "w": algorithm.w if is_fea else None,
-           "fea_lo": algorithm.lo if is_fea else None,
-           "fea_hi": algorithm.hi if is_fea else None,
+           "w": algorithm.w if algorithm.name == "fea" else None,
+           "fea_lo": algorithm.lo if bounded else None,
+           "fea_hi": algorithm.hi if bounded else None,
+           "algorithm_declaration": json.dumps(declaration(algorithm), sort_keys=True),
+           "history": None if history is None else json.dumps(history.astype(int).tolist()),
            "round_order": condition.round_order, "participant_human": human,
            "team_c": json.dumps(team.c.tolist()), "team_p": json.dumps(team.p.tolist()),
            "goal": json.dumps(policy.goal_allocation.tolist()),
@@ -78,10 +83,16 @@ def session_row(protocol: Protocol, condition: Condition, team: Team, human: int
 
 
 def policy_of(protocol: Protocol, session: dict[str, Any]) -> Policy:
-    """Solve a stored session's policy again (after a restart): same inputs, same policy."""
+    """Solve a stored session's policy again (after a restart): same inputs (the algorithm
+    as recorded, the earlier sessions' kits it counted), same policy."""
     team = Team(np.array(json.loads(session["team_c"])), np.array(json.loads(session["team_p"])))
-    if session["algorithm"] == "fea":
+    if session.get("algorithm_declaration"):
+        algorithm = from_declaration(json.loads(session["algorithm_declaration"]),
+                                     protocol.path.parent)
+    elif session["algorithm"] == "fea":
         algorithm = Algorithm("fea", w=session["w"], lo=session["fea_lo"], hi=session["fea_hi"])
     else:
         algorithm = Algorithm(session["algorithm"])
-    return solve(team, algorithm, protocol.kits, session["round_order"])
+    history = session.get("history")
+    return solve(team, algorithm, protocol.kits, session["round_order"],
+                 history=None if not history else np.array(json.loads(history), dtype=float))

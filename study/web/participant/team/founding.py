@@ -11,6 +11,7 @@ import numpy as np
 
 from study.model import Team
 from study.orders import counterbalanced
+from study.pool.placing import session_policies
 from study.protocol import TASK_NAMES, Protocol
 from study.solver import Policy
 from study.storage import Storage, to_json
@@ -87,10 +88,13 @@ class Founding:
         return min(orders, key=lambda order: held.get(json.dumps(order), 0))
 
     def _sessions(self, team: Team, order: list[str]) -> list[tuple[dict[str, Any], Policy]]:
-        """Each condition's policy, solved once for the whole team."""
+        """Each condition's policy, solved once for the whole team, in session order (an
+        algorithm with memory counts the kits of the sessions before it)."""
+        conditions = [self.protocol.condition(condition_id) for condition_id in order]
+        policies = session_policies(team, conditions, self.fea_bounds(), self.protocol.kits)
         return [session_row(self.protocol, condition, team, 0,
-                            algorithm_for(condition, self.fea_bounds()))
-                for condition in map(self.protocol.condition, order)]
+                            algorithm_for(condition, self.fea_bounds()), policy)
+                for condition, policy in zip(conditions, policies, strict=True)]
 
     def _enrol(self, participant_id: int, team_id: int, seat: int, order: list[str],
                sessions: list[tuple[dict[str, Any], Policy]], now: float) -> None:

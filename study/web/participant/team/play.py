@@ -277,9 +277,20 @@ class TeamPlay:
         if key not in self.policies:
             condition = self.protocol.condition(json.loads(team["condition_order"])[session - 1])
             live = Team(np.array(json.loads(team["team_c"])), np.array(json.loads(team["team_p"])))
-            self.policies[key] = solve(live, algorithm_for(condition, self.fea_bounds()),
-                                       self.protocol.kits, condition.round_order)
+            algorithm = algorithm_for(condition, self.fea_bounds())
+            history = self._earlier_kits(team, session) if algorithm.memory else None
+            self.policies[key] = solve(live, algorithm, self.protocol.kits,
+                                       condition.round_order, history=history)
         return self.policies[key]
+
+    def _earlier_kits(self, team: dict[str, Any], session: int) -> np.ndarray | None:
+        """``[h, n]`` the kits each seat was handed in the team's earlier sessions (what
+        an algorithm with memory over the study counts); None before the first."""
+        if session == 1:
+            return None
+        rows = self.storage.all("SELECT seat AS human, task_type FROM team_allocations "
+                                "WHERE team_id = ? AND session < ?", (team["id"], session))
+        return rounds.held_before(rows, team["humans"], len(self.protocol.kits)).astype(float)
 
     def _person_round(self, seat: dict[str, Any], team_round_id: int, session: int,
                       number: int, kits: tuple[int, ...], held: np.ndarray, now: float) -> None:
