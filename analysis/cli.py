@@ -2,6 +2,7 @@
 
     analysis report DB [--pool POOL] --out DIR
     analysis export DB --out DIR
+    analysis simulate PROTOCOL [--pool POOL] --out DIR
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 # pandas, matplotlib and the analysis modules are imported only by the command being run.
 COMMANDS = {"report": "self-contained HTML report with tables and figures",
             "export": "the tidy data frames as CSV",
-            "plan": "participants needed to detect a difference, by simulated power"}
+            "plan": "participants needed to detect a difference, by simulated power",
+            "simulate": "the simulation study of the protocol's algorithms against Efficient"}
 
 
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -56,7 +58,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="analysis", description="Analyse a fair-teaming study database and team pools.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     registers = {"report": _register_report, "export": _register_export,
-                 "plan": _register_plan}
+                 "plan": _register_plan, "simulate": _register_simulate}
     add_commands(commands, COMMANDS, chosen_command(sys.argv[1:] if argv is None else argv,
                                                     list(COMMANDS)),
                  lambda name: registers[name](commands))
@@ -170,12 +172,13 @@ def _register_plan(commands: argparse._SubParsersAction) -> None:
     defaults = PlanOptions()
     make = commands.add_parser(
         "plan", help=COMMANDS["plan"], formatter_class=DefaultsFormatter,
-        description="Estimate by simulation how many participants (each meeting both "
-                    "conditions) detect a difference in team cookies between two conditions "
-                    "(the pool's teams with participants' capabilities from a pilot or the "
-                    "human model, the conditions' policies and the decorator model) "
-                    "and in a Likert item, at the given power. Writes DIR/plan.csv, "
-                    "DIR/needed.csv and DIR/plan.png|svg.")
+        description="Estimate by simulation how many participants (each meeting every "
+                    "condition) detect a difference in team cookies between every two "
+                    "conditions (the pool's teams with participants' capabilities from a "
+                    "pilot or the human model, the conditions' policies and the decorator "
+                    "model) and in a Likert item, at the given power; with more than two "
+                    "conditions the pairs are Holm-adjusted, as the report adjusts them. "
+                    "Writes DIR/plan.csv, DIR/needed.csv and DIR/plan.png|svg.")
     make.add_argument("protocol", type=Path, metavar="PROTOCOL", help="the protocol file")
     make.add_argument("--pool", type=Path, required=True,
                       help="a pool file (Parquet) built by `study pool build`")
@@ -184,8 +187,9 @@ def _register_plan(commands: argparse._SubParsersAction) -> None:
                       help="a pilot database of this protocol: simulated participants' "
                            "capabilities are drawn from its measured ones (default: people "
                            "of the human decorating-speed model)")
-    make.add_argument("--conditions", type=_names, metavar="A,B",
-                      help="the two conditions to compare (default: the protocol's first two)")
+    make.add_argument("--conditions", type=_names, metavar="A,B[,C,D]",
+                      help="the conditions to compare, two to four (default: all the "
+                           "protocol's)")
     make.add_argument("--power", type=float, default=defaults.power, help="target power")
     make.add_argument("--alpha", type=float, default=defaults.alpha,
                       help="two-sided significance level")
@@ -205,12 +209,12 @@ def _register_plan(commands: argparse._SubParsersAction) -> None:
     make.set_defaults(handler=run_plan)
 
 
-def _names(text: str) -> tuple[str, str]:
+def _names(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
-    if len(names) != 2:
-        raise argparse.ArgumentTypeError(f"expected two conditions like efficient,fair, "
-                                         f"got {text!r}")
-    return names  # type: ignore[return-value]
+    if not 2 <= len(names) <= 4 or len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(f"expected two to four different conditions like "
+                                         f"efficient,fair,fea, got {text!r}")
+    return names
 
 
 def _counts(text: str) -> tuple[int, ...]:
@@ -248,6 +252,50 @@ def run_plan(args: argparse.Namespace) -> int:
     figures.save(figures.power_figure(curves, args.power), args.out, "plan")
     print(needed.to_string(index=False))
     return 0
+
+
+def _register_simulate(commands: argparse._SubParsersAction) -> None:
+    make = commands.add_parser(
+        "simulate", help=COMMANDS["simulate"], formatter_class=DefaultsFormatter,
+        description="The paper's Simulation Studies #1 and #2 for every algorithm the "
+                    "protocol declares and every preset its conditions run, against "
+                    "Efficient, on every team of its pool and per team type: how often each "
+                    "departs from Efficient, its efficiency cost, each term's gap, the "
+                    "fair-gap bins, and the rounds on each human's most capable and most "
+                    "preferred type by role. Writes DIR/*.csv, DIR/algorithms.json and the "
+                    "figures DIR/departures|term_gaps|rounds.png|svg, and prints the tables.")
+    make.add_argument("protocol", type=Path, metavar="PROTOCOL", help="the protocol file")
+    make.add_argument("--pool", type=Path,
+                      help="a pool file (default: the protocol's own pool, built in --pools "
+                           "if it is not there)")
+    make.add_argument("--pools", type=Path, default=Path("var/pools"),
+                      help="where team pools are built and cached (as `study serve`)")
+    make.add_argument("--out", type=Path, required=True, help="output folder")
+    make.set_defaults(handler=run_simulate)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    import time
+
+    from analysis import algorithm_study
+    from study.pool import Pool, ensure_pool
+    from study.protocol import load_protocol
+
+    started = time.perf_counter()
+    protocol = load_protocol(args.protocol)
+    path = args.pool or ensure_pool(protocol.pool_spec(), args.pools, progress=None)
+    study = algorithm_study.run(Pool.open(path), protocol, progress=_say)
+    paths = algorithm_study.write(study, args.out, progress=_say)
+    print(algorithm_study.format_study(study))
+    print(f"\n{len(paths)} files written to {args.out} in "
+          f"{time.perf_counter() - started:.1f} s (the study itself "
+          f"{study.seconds['study']:.1f} s, the figures {study.seconds['figures']:.1f} s)")
+    return 0
+
+
+def _say(message: str) -> None:
+    """Progress of a long step, on stderr so the tables alone go to stdout."""
+    print(message, file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

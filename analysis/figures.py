@@ -59,8 +59,11 @@ def _panels(count: int, width: float, height: float,
 
 
 def _grouped_bars(axis: plt.Axes, table: pd.DataFrame, categories: list[str],
-                  series: list[str], errors: pd.DataFrame | None = None) -> None:
-    """Bars of ``table[category, series]`` grouped by category."""
+                  series: list[str], errors: pd.DataFrame | None = None,
+                  first_colour: int = 0) -> None:
+    """Bars of ``table[category, series]`` grouped by category; the series take the
+    palette's colours from ``first_colour`` on (so a figure that leaves out a series
+    another figure shows keeps the others' colours)."""
     width = 0.8 / max(len(series), 1)
     x = np.arange(len(categories))
     for k, name in enumerate(series):
@@ -68,7 +71,7 @@ def _grouped_bars(axis: plt.Axes, table: pd.DataFrame, categories: list[str],
         error = None if errors is None else errors.reindex(index=categories)[name].to_numpy(
             dtype=float)
         axis.bar(x + (k - (len(series) - 1) / 2) * width, values, width, yerr=error,
-                 capsize=3, label=str(name), color=colour(name, k))
+                 capsize=3, label=str(name), color=colour(name, k + first_colour))
     axis.set_xticks(x, categories)
 
 
@@ -336,7 +339,7 @@ def slope_figure(frame: pd.DataFrame, outcomes: list[tuple[str, str]],
             axis.set_yticks(range(1, points + 1))
         axis.set_title(f"{title} (n={len(wide.dropna())} pairs)", fontsize=9)
     axes[0].legend(frameon=False, fontsize=8)
-    figure.suptitle("Each participant in both conditions")
+    figure.suptitle("Each participant in every condition")
     figure.tight_layout()
     return figure
 
@@ -391,9 +394,9 @@ def power_figure(curves: pd.DataFrame, target: float) -> Figure:
                       linewidth=1, label=f"{name}: paired t, closed form")
     axis.axhline(target, color="black", linestyle=":", linewidth=1)
     axis.set_ylim(0, 1.02)
-    axis.set_xlabel("participants (each in both conditions)")
+    axis.set_xlabel("participants (each in every condition)")
     axis.set_ylabel("power")
-    axis.set_title("Power to detect the difference between two conditions")
+    axis.set_title("Power to detect a difference between conditions")
     axis.legend(frameon=False, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return figure
 
@@ -427,4 +430,89 @@ def lobby_figure(waits: np.ndarray) -> Figure:
     axis.set_ylabel("people")
     axis.set_title(f"Time in the lobby (median {np.median(waits):.0f} s)")
     axis.spines[["top", "right"]].set_visible(False)
+    return figure
+
+
+# --- a study of several conditions -----------------------------------------------------------
+
+
+def contrasts_figure(table: pd.DataFrame) -> Figure:
+    """Every pair of conditions per outcome (rows of ``models.mixed_model``): the
+    difference with its 95% interval and its Holm-adjusted p value, one panel each."""
+    fitted = table.dropna(subset=["estimate"])
+    outcomes = list(dict.fromkeys(fitted["outcome"]))
+    pairs = int(fitted.groupby("outcome").size().max()) if len(fitted) else 1
+    figure, axes = _panels(max(len(outcomes), 1), 3.8, 0.55 * pairs + 1.3, columns=3)
+    for axis, outcome in zip(axes, outcomes, strict=False):
+        part = fitted[fitted["outcome"] == outcome].reset_index(drop=True)
+        y = np.arange(len(part))[::-1]
+        low = (part["estimate"] - part["ci_low"]).clip(lower=0)
+        high = (part["ci_high"] - part["estimate"]).clip(lower=0)
+        axis.errorbar(part["estimate"], y, xerr=[low, high], fmt="o", color="black",
+                      capsize=3)
+        axis.axvline(0, color="grey", linewidth=0.8)
+        axis.set_yticks(y, [f"{row.term}\np (Holm) {row.p_holm:.3g}"
+                            for row in part.itertuples()], fontsize=7)
+        axis.set_title(str(outcome), fontsize=9)
+    figure.suptitle("Every pair of conditions: difference, 95% interval, Holm-adjusted p")
+    figure.tight_layout()
+    return figure
+
+
+def ranks_figure(ranked: pd.DataFrame) -> Figure:
+    """Where the participants placed each robot (rows of ``questionnaires.rankings``):
+    per rank item a bar per robot, split by place, first place darkest; robots by their
+    mean place, best on top."""
+    labels = list(dict.fromkeys(ranked["label"]))
+    figure, axes = _panels(len(labels), 6.0, 0.55 * ranked["condition"].nunique() + 1.6,
+                           columns=2)
+    for axis, label in zip(axes, labels, strict=True):
+        part = ranked[ranked["label"] == label]
+        places = int(part["place"].max())
+        shares = pd.crosstab(part["condition"], part["place"], normalize="index").reindex(
+            columns=range(1, places + 1), fill_value=0.0)
+        shares = shares.loc[part.groupby("condition")["place"].mean().sort_values().index]
+        shades = matplotlib.colormaps["Blues"](np.linspace(0.95, 0.35, places))
+        y = np.arange(len(shares))[::-1]
+        left = np.zeros(len(shares))
+        for place in range(1, places + 1):
+            axis.barh(y, shares[place], left=left, color=shades[place - 1],
+                      edgecolor=OUTLINE, linewidth=0.6, label=f"place {place}")
+            left += shares[place].to_numpy()
+        counts = part.groupby("condition").size()
+        axis.set_yticks(y, [f"{name} (n={counts[name]})" for name in shares.index],
+                        fontsize=8)
+        axis.set_xlim(0, 1)
+        axis.set_xlabel("share of participants")
+        axis.set_title(str(label), fontsize=9)
+        axis.legend(ncols=places, frameon=False, fontsize=7, loc="upper center",
+                    bbox_to_anchor=(0.5, -0.25))
+    figure.suptitle("Robots ranked by the participants")
+    figure.tight_layout()
+    return figure
+
+
+def pairs_figure(tests: pd.DataFrame) -> Figure:
+    """Every two robots (rows of ``questionnaires.pair_tests``): the share of participants
+    who put a above b (left of the middle), tied (across it) and b above a (right), one
+    bar per item and pair."""
+    rows = tests.reset_index(drop=True)
+    figure, axis = plt.subplots(figsize=(8.0, 0.45 * len(rows) + 1.6))
+    y = np.arange(len(rows))[::-1]
+    total = rows["participants"].clip(lower=1).to_numpy(dtype=float)
+    above, ties, below = (rows[c].to_numpy(dtype=float) / total
+                          for c in ("a_above_b", "ties", "b_above_a"))
+    axis.barh(y, -above - ties / 2, color=PALETTE[0], label="a above b")
+    axis.barh(y, ties, left=-ties / 2, color="#dddddd", edgecolor=OUTLINE, linewidth=0.6,
+              label="no difference")
+    axis.barh(y, below, left=ties / 2, color=PALETTE[1], label="b above a")
+    axis.axvline(0, color="black", linewidth=0.8)
+    axis.set_yticks(y, [f"{r.label}: {r.condition_a} (a) vs {r.condition_b} (b), "
+                        f"n={r.participants}" for r in rows.itertuples()], fontsize=8)
+    axis.set_xlim(-1, 1)
+    axis.set_xticks(np.linspace(-1, 1, 5), ["100%", "50%", "0", "50%", "100%"])
+    axis.set_xlabel("share of participants")
+    axis.set_title("Robots against each other")
+    axis.legend(ncols=3, frameon=False, fontsize=8, loc="upper center",
+                bbox_to_anchor=(0.5, -0.12 - 0.6 / max(len(rows), 1)))
     return figure

@@ -20,6 +20,7 @@ from analysis import fairness_time
 from analysis.load import StudyData
 from analysis.questionnaires import likert, predicted_rating
 from analysis.simulation import per_human_array
+from study.algorithms import from_declaration
 from study.model import (
     Algorithm,
     all_metrics,
@@ -164,7 +165,12 @@ def condition_summary(outcomes: pd.DataFrame, answers: pd.DataFrame) -> pd.DataF
 
 
 def session_algorithm(session: pd.Series) -> Algorithm:
-    """The policy a session ran (FEA with its weight and bounds)."""
+    """The policy a session ran, as the session recorded it: its algorithm as data (a
+    declared one with its terms, bounds and memory), or for older rows FEA with its weight
+    and bounds."""
+    recorded = session.get("algorithm_declaration")
+    if isinstance(recorded, str) and recorded:
+        return from_declaration(json.loads(recorded))
     if session["algorithm"] == "fea":
         return Algorithm("fea", w=float(session["w"]), lo=float(session["fea_lo"]),
                          hi=float(session["fea_hi"]))
