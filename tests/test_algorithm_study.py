@@ -195,3 +195,26 @@ def _code(function):
     from study.model import GoalRewardCode
 
     return GoalRewardCode("goal_rewards_example:slowest_first", function)
+
+
+def test_study_contrast_reads_a_declared_robot_off_the_pool_and_leaves_out_memory(tmp_path):
+    from study.pool.contrast import contrast
+
+    text = study1_with_declared(tmp_path, 2000).read_text(encoding="utf-8")
+    remembering = load_protocol(study1_with_declared(tmp_path, 2000))
+    nash_path = tmp_path / "nash.toml"
+    nash_path.write_text(text.replace('algorithm = "balance"', 'algorithm = "nash"'),
+                         encoding="utf-8")
+    nash = load_protocol(nash_path)
+    pool = Pool.open(build_pool(nash.pool_spec(), tmp_path / "pool.parquet", progress=False))
+    left_out = contrast(pool, remembering.conditions)["left_out"]
+    assert len(left_out) == 1 and "balance has memory over the study" in left_out[0]
+    figures = contrast(pool, nash.conditions)
+    assert figures["left_out"] == [] and [r["algorithm"] for r in figures["robots"]] == [
+        "efficient", "nash"]
+    rows = np.flatnonzero(pool.eligible())
+    c, p = pool.coefficients
+    differ = (solve_batch(c[rows], p[rows], ALGORITHMS["nash"]).goal_allocations
+              != solve_batch(c[rows], p[rows], ALGORITHMS["efficient"]).goal_allocations
+              ).any(axis=(1, 2))
+    assert figures["pairs"][0]["teams_differ"] == int(differ.sum()) > 0

@@ -54,6 +54,10 @@ def pool_robots(spec: PoolSpec, conditions: Sequence[Any]) -> tuple[list[Robot],
 def _not_in_pool(spec: PoolSpec, condition: Any) -> str | None:
     if condition.algorithm not in spec.algorithms:
         return f"the pool does not solve {condition.algorithm}"
+    declared = getattr(condition, "declared", None)
+    if declared is not None and declared.memory:
+        return (f"{condition.algorithm} has memory over the study and the pool solves a "
+                "first session; `analysis simulate` studies it after the sessions before it")
     if condition.algorithm != "fea" or spec.fea is None:
         return None
     if condition.w != spec.fea.w:
