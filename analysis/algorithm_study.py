@@ -85,7 +85,9 @@ class AlgorithmStudy:
 def study_robots(protocol: Any, pool_bounds: tuple[float, float] | None) -> list[Robot]:
     """Efficient (the baseline), the presets the conditions run, and every declared
     algorithm; then each condition's algorithm with memory after every set of the other
-    conditions that can come before it (the listed order alone when the order is fixed)."""
+    conditions that can come before it (the listed order alone when the order is fixed),
+    and a declared one with memory that no condition runs after each condition's robot
+    (what it would do as a later session of this study)."""
     firsts: dict[str, Robot] = {BASELINE: Robot(BASELINE, Algorithm(BASELINE))}
     by_condition: dict[str, Robot] = {}
     for condition in protocol.conditions:
@@ -107,6 +109,11 @@ def study_robots(protocol: Any, pool_bounds: tuple[float, float] | None) -> list
         for earlier in _earlier_sets(ids, position, protocol.condition_order):
             robots.append(Robot(robot.label, robot.algorithm,
                                 tuple(by_condition[other].label for other in earlier)))
+    run = {robot.label for robot in by_condition.values()}
+    for robot in list(firsts.values()):
+        if robot.algorithm.memory and robot.label not in run:  # as a session after each
+            robots += [Robot(robot.label, robot.algorithm, (label,))
+                       for label in dict.fromkeys(r.label for r in by_condition.values())]
     return robots
 
 
@@ -370,7 +377,7 @@ def departures_figure(table: pd.DataFrame) -> Any:
         axis.set_ylabel(label)
         axis.tick_params(axis="x", labelsize=8)
     axes[0].set_ylim(0, 1.05)
-    axes[0].legend(frameon=False, fontsize=8, loc="upper left")
+    axes[0].legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.suptitle("Departures from Efficient and their efficiency cost")
     figure.tight_layout()
     return figure

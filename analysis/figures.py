@@ -24,7 +24,8 @@ from analysis.flow import LOSSES
 # AA for graphics): the usual orange (#ff7f0e, 2.5:1) is a darker one.
 COLOURS = {"efficient": "#1f77b4", "fair": "#d62728", "fea": "#2ca02c",
            "predicted": "#7f7f7f"}
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#d95f02", "#8c564b")
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#d95f02", "#8c564b", "#e7298a",
+           "#006d77", "#a6761d", "#666666")
 # Light fills (the middle of a Likert scale) are outlined in this, 3:1 against them and
 # the page.
 OUTLINE = "#444444"
@@ -33,6 +34,17 @@ PNG_DPI = 130
 
 def colour(name: object, index: int) -> str:
     return COLOURS.get(str(name), PALETTE[index % len(PALETTE)])
+
+
+def series_colours(series: list[str], first_colour: int = 0) -> list[str]:
+    """A colour per series: the named ones (``COLOURS``) their own, the others the
+    palette's in order from ``first_colour``, skipping those the named ones take, so no two
+    series of a figure share a colour (up to the palette's length)."""
+    taken = {COLOURS[str(name)] for name in series if str(name) in COLOURS}
+    free = [shade for shade in PALETTE[first_colour:] + PALETTE[:first_colour]
+            if shade not in taken]
+    unnamed = iter(free * (1 + len(series) // max(len(free), 1)))
+    return [COLOURS.get(str(name)) or next(unnamed) for name in series]
 
 
 def save(figure: Figure, directory: Path, name: str) -> Path:
@@ -66,12 +78,13 @@ def _grouped_bars(axis: plt.Axes, table: pd.DataFrame, categories: list[str],
     another figure shows keeps the others' colours)."""
     width = 0.8 / max(len(series), 1)
     x = np.arange(len(categories))
+    colours = series_colours(series, first_colour)
     for k, name in enumerate(series):
         values = table.reindex(index=categories)[name].to_numpy(dtype=float)
         error = None if errors is None else errors.reindex(index=categories)[name].to_numpy(
             dtype=float)
         axis.bar(x + (k - (len(series) - 1) / 2) * width, values, width, yerr=error,
-                 capsize=3, label=str(name), color=colour(name, k + first_colour))
+                 capsize=3, label=str(name), color=colours[k])
     axis.set_xticks(x, categories)
 
 

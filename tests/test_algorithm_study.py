@@ -218,3 +218,24 @@ def test_study_contrast_reads_a_declared_robot_off_the_pool_and_leaves_out_memor
               != solve_batch(c[rows], p[rows], ALGORITHMS["efficient"]).goal_allocations
               ).any(axis=(1, 2))
     assert figures["pairs"][0]["teams_differ"] == int(differ.sum()) > 0
+
+
+def test_the_study_covers_every_robot_and_memory_after_the_sessions_before_it(tmp_path):
+    welfare = load_protocol(ROOT / "protocols" / "welfare.toml")
+    bounds = (welfare.pool_spec().fea.lo, welfare.pool_spec().fea.hi)
+    names = [robot.name for robot in algorithm_study.study_robots(welfare, bounds)]
+    assert names == ["efficient", "fea", "nash", "balance", "balance after efficient",
+                     "balance after fea", "balance after nash"]
+    text = (ROOT / "protocols" / "welfare.toml").read_text(encoding="utf-8")
+    path = tmp_path / "remembering.toml"
+    path.write_text(text.replace('id = "nash"\nalgorithm = "nash"',
+                                 'id = "nash"\nalgorithm = "balance"'), encoding="utf-8")
+    remembering = load_protocol(path)
+    names = [robot.name for robot in algorithm_study.study_robots(remembering, bounds)]
+    assert names[-3:] == ["balance after efficient", "balance after fea",
+                          "balance after efficient, fea"]
+    fixed = tmp_path / "fixed.toml"
+    fixed.write_text(path.read_text().replace('condition_order = "alternate"',
+                                              'condition_order = "fixed"'), encoding="utf-8")
+    names = [robot.name for robot in algorithm_study.study_robots(load_protocol(fixed), bounds)]
+    assert names[-1] == "balance after efficient, fea" and "balance after fea" not in names
