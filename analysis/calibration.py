@@ -21,11 +21,15 @@ from matplotlib.figure import Figure
 
 from analysis import figures
 from analysis.design import loaded_protocol
+from analysis.flow import clipped_ids
 from analysis.load import StudyData
 from study.calibration import OFF_SHARE, pool_target
 from study.decorator import HIGHEST, LOWEST
 from study.protocol import TASK_NAMES
 
+CONSEQUENCES = {"continue": "the participant continues and the analysis leaves them out, "
+                            "rule clipped-capability",
+                "unmatched": "the unmatched page once practice ends, before a team is formed"}
 MODEL_DEFAULTS = ("model defaults: the protocol has no [calibration] block, so its reference "
                   "speeds come from the human decorating-speed model (docs/human-model.md), "
                   "not from people")
@@ -82,6 +86,24 @@ def capability_table(practice: pd.DataFrame,
     return pd.DataFrame(rows)
 
 
+def clipped_consequence(text: str | None) -> str:
+    """What the protocol declares follows a clipped capability (its default: continue)."""
+    study = tomllib.loads(text).get("study", {}) if text else {}
+    return str(study.get("clipped_capability", "continue"))
+
+
+def clipped_outcomes(data: StudyData, consequence: str) -> pd.DataFrame:
+    """The participants with a clipped capability and what followed: continued in the study
+    (the analysis leaves them out, rule clipped-capability) or the unmatched page."""
+    clipped = clipped_ids(data.practice)
+    steps = data.participants.set_index("participant_id")["step"]
+    unmatched = sum(steps.get(pid) == "unmatched" for pid in clipped)
+    return pd.DataFrame([{"clipped_capability": consequence,
+                          "participants_with_a_clipped_capability": len(clipped),
+                          "continued_left_out_of_the_analysis": len(clipped) - unmatched,
+                          "met_the_unmatched_page": unmatched}])
+
+
 def capability_figure(practice: pd.DataFrame,
                       ranges: dict[str, tuple[float, float]]) -> Figure:
     """One panel per cookie type: the measured capabilities, the target range shaded and
@@ -124,15 +146,21 @@ def section(data: StudyData, protocol_file: Path | None, out: Path) -> dict[str,
                 f"people measured; calibrate from a pilot (docs/pilot-to-study.md)."
                 for row in table.itertuples()
                 if row.clipped_or_outside > OFF_SHARE * row.measured]
+    consequence = clipped_consequence(text)
     tables = [("Measured capabilities per cookie type", table)]
     if not changes.empty:
         tables.append(("Values the calibration changed", changes))
+    tables.append(("Clipped capabilities and what followed", clipped_outcomes(data,
+                                                                              consequence)))
     return {"title": "Calibration: measured capabilities against the target ranges",
             "text": ("Every participant with a measured practice round, before exclusions "
                      "(the measure is the same for all). A capability is the round's speed "
                      "over the reference speed, clipped to [0.01, 0.99]: a clipped value is "
-                     "not a measurement. Target range: the range the protocol's pool samples "
-                     "the type from. Reference speeds in use: " + source + "."),
+                     "not a measurement, and the protocol declares what follows from it "
+                     f"(clipped_capability = {consequence}: "
+                     f"{CONSEQUENCES.get(consequence, 'unknown')}). Target range: the range "
+                     "the protocol's pool samples the type from. Reference speeds in use: "
+                     + source + "."),
             "tables": tables,
             "figures": [("Measured capabilities and the target ranges", figures.save(
                 capability_figure(measured, ranges), out, "calibration"))],

@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from study.model import InvalidInput
 from study.terms import EXCLUSION_RULES, EXCLUSION_TEXT
 
 DEFAULT_EXCLUDE = ("aborted", "incomplete")
+CLIPPED_RULE = "clipped-capability"
 TEAM_SIZE = 2  # the participant and the agent teammate
 
 
@@ -76,6 +77,7 @@ class Design:
     rules: AnalysisRules = field(default_factory=AnalysisRules)
     source: str = "no protocol"
     tied_ratings: str = "lowest-index"  # what equal theme ratings led to ([study])
+    clipped_capability: str = "continue"  # what a clipped capability led to ([study])
 
     @property
     def manipulation_check(self) -> Item | None:
@@ -149,6 +151,8 @@ def design_from_text(text: str, source: str) -> Design:
     if "analysis" in raw:
         rules = (_attribute_rules(loaded_protocol(text))
                  or rules_from_table(raw["analysis"]))
+    clipped = str(study.get("clipped_capability", "continue"))
+    rules = with_clipped_exclusion(rules, clipped)
     rounds = int(sum(kits)) // TEAM_SIZE if kits else None  # every round gives each a kit
     return Design(name=study.get("name"), rounds_per_session=rounds,
                   round_seconds=study.get("round_seconds"),
@@ -156,7 +160,19 @@ def design_from_text(text: str, source: str) -> Design:
                   session_items=_items(questionnaires.get("session", {}), scales),
                   post_items=_items(questionnaires.get("post", {}), scales),
                   rules=rules, source=source,
-                  tied_ratings=str(study.get("tied_ratings", "lowest-index")))
+                  tied_ratings=str(study.get("tied_ratings", "lowest-index")),
+                  clipped_capability=clipped)
+
+
+def with_clipped_exclusion(rules: AnalysisRules, consequence: str) -> AnalysisRules:
+    """Under ``clipped_capability = "continue"`` a participant measured at a clip bound
+    played on a value that is not theirs, and the protocol's declared consequence is that
+    the analysis leaves them out: the rule ``clipped-capability`` applies whether or not
+    ``[analysis]`` lists it (after the listed rules when it does not)."""
+    if consequence != "continue" or CLIPPED_RULE in rules.exclude:
+        return rules
+    return replace(rules, exclude=(*rules.exclude, CLIPPED_RULE),
+                   source=f'{rules.source} and [study] clipped_capability = "continue"')
 
 
 def study_design(protocol_texts: Mapping[str, str], protocol_file: Path | None = None,

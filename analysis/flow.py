@@ -28,6 +28,7 @@ import pandas as pd
 from analysis import load
 from analysis.design import AnalysisRules, Design, manipulation_passed
 from analysis.load import StudyData
+from study.decorator import HIGHEST, LOWEST
 from study.terms import EXCLUSION_TEXT
 
 STEP_ORDER = ("consent", "themes", "preferences", "practice", "lobby", "teammate", "intro-1",
@@ -198,9 +199,19 @@ def _rule_matches(data: StudyData, design: Design, people: pd.DataFrame) -> pd.D
     recovered = set(practice.loc[practice["measured"].astype(bool)
                                  & practice["close_reason"].eq("recovery"), "participant_id"])
     matches["recovered-capability"] = ids.isin(recovered).to_numpy()
+    matches["clipped-capability"] = ids.isin(clipped_ids(data.practice)).to_numpy()
     matches["incomplete"] = people["step"].ne("done").to_numpy()
     matches["not-target-team"] = _off_target(data, ids).to_numpy()
     return matches
+
+
+def clipped_ids(practice: pd.DataFrame) -> set[int]:
+    """Participants with a capability at a clip bound (0.01 or 0.99): a speed the reference
+    speed could not measure, so not their value (MODEL.md). The value is clipped exactly
+    when the measured ratio is, so the value alone says it, in any database."""
+    measured = practice[practice["measured"].astype(bool)]
+    values = measured["capability"].astype(float)
+    return set(measured.loc[(values <= LOWEST) | (values >= HIGHEST), "participant_id"])
 
 
 def _off_target(data: StudyData, ids: pd.Series) -> pd.Series:

@@ -204,7 +204,9 @@ def _teams_section(study: Study, out: Path) -> Section:
     section.tables += [("Live team types", types),
                        ("Target attainment", teams.attainment(
                            study.stages, ties.tied_ids(data.participants)
-                           if study.design.tied_ratings == "unmatched" else ())),
+                           if study.design.tied_ratings == "unmatched" else (),
+                           flow.clipped_ids(data.practice)
+                           if study.design.clipped_capability == "unmatched" else ())),
                        ("Teammate rule", teams.rule_counts(
                            data.teammates, analysed.teammates["participant_id"]))]
     section.figures.append(("Live team types", figures.save(

@@ -24,6 +24,7 @@ PLACEMENT = ("rule", "nearest_distance", "passed_over", "passed_same_plan",
              "passed_off_target", "live_type", "participant_role", "target_met")
 UNMATCHED = "unmatched: no member formed the target team"
 UNMATCHED_TIED = "unmatched: tied ratings (tied_ratings = unmatched)"
+UNMATCHED_CLIPPED = "unmatched: clipped capability (clipped_capability = unmatched)"
 SENSITIVITY_COLUMNS = ["outcome", "contrast", "participants_all", "difference_all",
                        "participants_without_passed_over", "difference_without_passed_over",
                        "change"]
@@ -56,15 +57,20 @@ def live_types(teammates: pd.DataFrame) -> pd.DataFrame:
                                 "target_met"]]
 
 
-def attainment(stages: pd.DataFrame, tied: Iterable[int] = ()) -> pd.DataFrame:
+def attainment(stages: pd.DataFrame, tied: Iterable[int] = (),
+               clipped: Iterable[int] = ()) -> pd.DataFrame:
     """Every participant link that reached team formation, by where it put them: in the
     target team, off target (the protocol let them continue), or the unmatched page, the
-    ``tied`` participants (equal ratings) apart when they met it."""
+    ``clipped`` participants (a capability at a clip bound) and then the ``tied`` ones
+    (equal ratings) apart when they met it, in the order the server checks them."""
     target = stages["target"] if "target" in stages else pd.Series(dtype=object)
     counts = {name: int(target.eq(name).sum()) for name in TARGETS.values()}
     unmatched = stages["outcome"].eq("unmatched")
-    for_tie = unmatched & stages["participant_id"].isin(set(tied))
-    counts[UNMATCHED] = int((unmatched & ~for_tie).sum())
+    for_clip = unmatched & stages["participant_id"].isin(set(clipped))
+    for_tie = unmatched & ~for_clip & stages["participant_id"].isin(set(tied))
+    counts[UNMATCHED] = int((unmatched & ~for_clip & ~for_tie).sum())
+    if for_clip.any():
+        counts[UNMATCHED_CLIPPED] = int(for_clip.sum())
     if for_tie.any():
         counts[UNMATCHED_TIED] = int(for_tie.sum())
     table = pd.DataFrame({"placement": list(counts), "participants": list(counts.values())})

@@ -116,10 +116,11 @@ def pilot_live_teams(protocol: Protocol, pilot: Pilot,
     """The live team each pilot participant forms under ``protocol`` (capabilities: their
     raw speeds over its reference speeds), placed by its teammate rule in its pool built
     with FEA bounds ``fea``, tied ratings read by its ``tied_ratings`` (a random reading
-    by the pilot's recorded draw, the lowest index where it drew none); and why the
+    by the pilot's recorded draw, the lowest index where it drew none), a clipped
+    capability left unplaced under ``clipped_capability = "unmatched"``; and why the
     others were not placed."""
     from study.pool import NoEligibleTeam, Pool, ensure_pool
-    from study.pool.placing import PoolMembers, place, tied
+    from study.pool.placing import PoolMembers, clipped, place, tied
 
     spec = replace(protocol.pool_spec(), fea=fea)
     if spec.humans != 2:
@@ -135,6 +136,9 @@ def pilot_live_teams(protocol: Protocol, pilot: Pilot,
         for k in range(pilot.people):
             c = np.clip(pilot.speeds[k] / references, LOWEST, HIGHEST)
             p = pilot.preferences[k]
+            if protocol.clipped_capability == "unmatched" and clipped(c):
+                unplaced["clipped capability"] = unplaced.get("clipped capability", 0) + 1
+                continue
             if protocol.tied_ratings == "unmatched" and tied(p):
                 unplaced["tied ratings"] = unplaced.get("tied ratings", 0) + 1
                 continue

@@ -219,6 +219,7 @@ class Protocol:
     team: TeamDesign | None = None
     algorithms: tuple[DeclaredAlgorithm, ...] = ()
     tied_ratings: str = "lowest-index"  # what equal theme ratings lead to (docs/protocol.md)
+    clipped_capability: str = "continue"  # what a capability clipped at 0.01 or 0.99 leads to
 
     @property
     def open_enrolment(self) -> bool:
@@ -354,6 +355,7 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
         preferred_on=(None if doc.study.preferred_on is None
                       else TASK_NAMES.index(doc.study.preferred_on)),
         tied_ratings=doc.study.tied_ratings,
+        clipped_capability=doc.study.clipped_capability,
         themes=themes,
         conditions=tuple(_condition(c, declared) for c in doc.conditions),
         algorithms=declared,

@@ -37,6 +37,9 @@ THEME_ASSIGNMENTS = ("fixed", "by-rating")
 # What equal theme ratings (a tie in a participant's preferences) lead to: the lowest-index
 # reading of MODEL.md, the unmatched page, or a random reading drawn and recorded.
 TIED_RATINGS = ("lowest-index", "unmatched", "random")
+# What follows a capability clipped at 0.01 or 0.99 (not a measurement, MODEL.md): the
+# participant continues and the analysis leaves them out, or meets the unmatched page.
+CLIPPED_CAPABILITY = ("continue", "unmatched")
 PAGES = ("consent", "themes", "practice", "teammate", "intro", "session", "debrief", "done",
          "declined", "withdrawn", "unmatched")
 # Pages of a protocol with a [team] (docs/teams.md): the waiting room, and the team's page
@@ -227,6 +230,12 @@ class StudySection(Strict):
                                     "the unmatched page once practice ends, before a team "
                                     "is formed; random draws the type read as preferred, "
                                     "recorded per participant (participants.tie_preferred).")
+    clipped_capability: Literal[CLIPPED_CAPABILITY] = Field(
+        "continue", description="A capability clipped at 0.01 or 0.99 is not a measurement "
+                                "(MODEL.md): continue keeps the participant in the study "
+                                "and the analysis leaves them out (the exclusion "
+                                "clipped-capability); unmatched gives the unmatched page "
+                                "once practice ends, before a team is formed on it.")
 
 
 class CookieType(Strict):

@@ -31,6 +31,9 @@ EXCLUSION_TEXT = {
     "failed-manipulation-check": "the participant's answer to the manipulation check failed it",
     "recovered-capability": "a capability was measured from a practice round the server "
                             "closed on recovery after a crash",
+    "clipped-capability": "a capability was clipped at 0.01 or 0.99 (a speed the reference "
+                          "speed cannot measure), so the team was formed on a value that "
+                          "is not the participant's",
     "incomplete": "the participant did not finish the study",
     "not-target-team": "the participant's live team was not the team under study (the "
                        "teammate rule could not place them in it)",

@@ -210,7 +210,8 @@ def test_exclusions_state_the_rules_and_their_counts(study):
     database, tables = study
     exclusions = table(tables, "Exclusions").set_index("rule")
     assert list(exclusions.index[exclusions["applied"] == "True"]) == [
-        "aborted", "failed-manipulation-check", "recovered-capability", "incomplete"]
+        "aborted", "failed-manipulation-check", "recovered-capability", "incomplete",
+        "clipped-capability"]  # the consequence of the default clipped_capability
     assert exclusions.loc["flagged", "applied"] == "False"
     assert int(exclusions.loc["flagged", "matched"]) == 1
     assert int(exclusions.loc["flagged", "removed"]) == 0

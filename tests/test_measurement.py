@@ -370,6 +370,7 @@ def test_participants_placed_off_target_are_counted_and_flagged_in_the_console(a
     assert (teammate["nearest_team"], teammate["pool_team"]) == (
         journey.teammates.same.team_index, journey.teammates.different.team_index)
     live = snapshot(journey.storage, clock.now, lambda code: 0)
-    assert live["target"] == {"in_target": 0, "off_target": 1, "unmatched": 0}
+    assert live["target"] == {"in_target": 0, "off_target": 1, "unmatched": 0,
+                              "unmatched_clipped": 0}
     assert live["participants"][0]["team"] == {"type": "mixed-reversed", "role": "other",
                                                "target_met": False}

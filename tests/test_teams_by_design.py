@@ -215,9 +215,12 @@ def test_check_refuses_by_rating_without_preferred_on(tmp_path, capsys):
 def paper_ranges_protocol(tmp_path: Path) -> Path:
     """study2 (themes by rating, the typed rule) with the paper's capability ranges and the
     reference speeds that measure the model's people in them (study2-paper's), instead of
-    those with headroom and the ranges people measure under them."""
+    those with headroom and the ranges people measure under them; and, as the paper ran,
+    a clipped capability continues."""
     path = write_protocol(tmp_path, "study2", "c = [[0.02, 0.27], [0.04, 0.88]]",
                           "c = [[0.20, 0.32], [0.63, 1.00]]")
+    path.write_text(path.read_text().replace('clipped_capability = "unmatched"',
+                                             'clipped_capability = "continue"'))
     paper = {cookie.name: cookie.reference_speed
              for cookie in load_protocol(PROTOCOLS / "study2-paper.toml").cookies}
     text = path.read_text()

@@ -115,8 +115,10 @@ function targetLine() {
     table.closest("table").before(line);
   }
   const counts = snapshot.target || {in_target: 0, off_target: 0, unmatched: 0};
+  const clipped = counts.unmatched_clipped ?
+    " (" + counts.unmatched_clipped + " of them for a clipped capability)" : "";
   line.textContent = "In the team under study: " + counts.in_target + " · off target: " +
-    counts.off_target + " · could not be placed (unmatched): " + counts.unmatched;
+    counts.off_target + " · could not be placed (unmatched): " + counts.unmatched + clipped;
   line.className = counts.off_target || counts.unmatched ? "warning" : "";
 }
 
@@ -162,7 +164,20 @@ function calibrationPanel() {
   const empty = document.createElement("p");
   empty.textContent = "No capability measured yet.";
   const lines = calibration.types.map(calibrationType);
+  if (lines.length && calibration.clipped_people) lines.push(clippedLine(calibration.clipped_people));
   document.getElementById("calibration-types").replaceChildren(...(lines.length ? lines : [empty]));
+}
+
+// What followed a clipped capability, as the protocol's clipped_capability declares it.
+function clippedLine(clipped) {
+  const line = document.createElement("p");
+  line.id = "clipped-people";
+  line.className = clipped.people ? "warning" : "";
+  line.textContent = "Participants with a clipped capability: " + clipped.people +
+    " (clipped_capability = " + clipped.consequence + ") · continued, left out of the " +
+    "analysis (clipped-capability): " + clipped.continued + " · met the unmatched page: " +
+    clipped.unmatched;
+  return line;
 }
 
 // The database's disk: a full one holds every participant on "one moment" until space is

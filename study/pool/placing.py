@@ -19,6 +19,7 @@ from typing import Protocol as Interface
 import numpy as np
 
 from study.algorithms import declared_algorithm
+from study.decorator import HIGHEST, LOWEST
 from study.model import Algorithm, Team
 from study.solver import Policy, solve
 from study.terms import DeclaredAlgorithm
@@ -200,6 +201,14 @@ def tied(p: np.ndarray) -> bool:
     of theirs says which type they prefer, only a rule (``tied_ratings``)."""
     values = np.asarray(p, dtype=float)
     return int((values == values.max()).sum()) > 1
+
+
+def clipped(c: np.ndarray) -> bool:
+    """Whether a measured capability sits at a clip bound, 0.01 or 0.99: a speed the
+    reference speed cannot measure, so not the participant's value (MODEL.md); what
+    follows is the protocol's ``clipped_capability``."""
+    values = np.asarray(c, dtype=float)
+    return bool(((values <= LOWEST) | (values >= HIGHEST)).any())
 
 
 def place(source: TeammateSource, c: np.ndarray, p: np.ndarray, conditions: Sequence[Robot],

@@ -20,9 +20,11 @@ Range = tuple[float, float]
 
 
 def snapshot(storage: Any, now: float, connected: Callable[[str], int],
-             ranges: Mapping[int, Range] | None = None) -> dict[str, Any]:
+             ranges: Mapping[int, Range] | None = None,
+             clipped_capability: str = "continue") -> dict[str, Any]:
     """``{"now", "participants": [...], "target", "calibration"}`` with one entry per
-    participant, newest last; ``ranges`` are the target ranges per cookie type."""
+    participant, newest last; ``ranges`` are the target ranges per cookie type and
+    ``clipped_capability`` what the protocol declares follows a clipped capability."""
     participants = storage.all("SELECT * FROM participants ORDER BY id")
     sessions = _sessions_by_participant(storage)
     rounds = _rounds_by_session(storage)
@@ -47,8 +49,15 @@ def snapshot(storage: Any, now: float, connected: Callable[[str], int],
         })
     for row in rows:
         row["current"] = _current_round(row["sessions"])
-    return {"now": now, "participants": rows, "target": _target_counts(rows),
-            "calibration": _calibration(storage, ranges or {})}
+    measured = storage.all("SELECT * FROM measurements WHERE kind = 'capability' "
+                           "ORDER BY task_type, value")
+    calibration = _calibration(measured, ranges or {})
+    clipped = _clipped_people(measured, {row["id"]: row["step"] for row in participants},
+                              clipped_capability)
+    calibration["clipped_people"] = clipped
+    return {"now": now, "participants": rows,
+            "target": {**_target_counts(rows), "unmatched_clipped": clipped["unmatched"]},
+            "calibration": calibration}
 
 
 def _team_view(row: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -67,19 +76,29 @@ def _target_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
             "unmatched": sum(row["step"] == "unmatched" for row in rows)}
 
 
-def _calibration(storage: Any, ranges: Mapping[int, Range]) -> dict[str, Any]:
+def _calibration(rows: list[dict[str, Any]], ranges: Mapping[int, Range]) -> dict[str, Any]:
     """Each cookie type's measured capabilities so far against its target range: a clipped
     value is not a measurement, and many clipped or outside values say the reference
     speed does not fit the people (docs/pilot-to-study.md); ``amber`` when any type has
     more than ``OFF_SHARE`` of them."""
     measured: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in storage.all("SELECT * FROM measurements WHERE kind = 'capability' "
-                           "ORDER BY task_type, value"):
+    for row in rows:
         measured[row["task_type"]].append(row)
     types = [_calibration_type(task_type, rows, ranges.get(task_type))
              for task_type, rows in sorted(measured.items())]
     return {"types": types, "off_share": OFF_SHARE,
             "amber": any(entry["amber"] for entry in types)}
+
+
+def _clipped_people(rows: list[dict[str, Any]], steps: Mapping[int, str],
+                    consequence: str) -> dict[str, Any]:
+    """How many participants have a clipped capability and what followed, as the protocol
+    declares it: they continued (the analysis leaves them out, rule clipped-capability) or
+    met the unmatched page."""
+    people = {row["participant_id"] for row in rows if _clipped(row)}
+    unmatched = sum(steps.get(pid) == "unmatched" for pid in people)
+    return {"consequence": consequence, "people": len(people),
+            "continued": len(people) - unmatched, "unmatched": unmatched}
 
 
 def _clipped(row: dict[str, Any]) -> bool:

@@ -119,7 +119,8 @@ def current_snapshot(app: Flask) -> dict[str, Any]:
     tracked = "connections" in app.extensions
     snapshot = live.snapshot(journey.storage, journey.clock(),
                              lambda code: counts[code] if tracked else -1,
-                             target_ranges(journey.protocol))
+                             target_ranges(journey.protocol),
+                             journey.protocol.clipped_capability)
     # Messages of connections that never joined: only counted, never stored.
     snapshot["unjoined_messages"] = (app.extensions["connections"].unjoined_count.total()
                                      if tracked else None)

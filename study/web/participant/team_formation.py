@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from study.decorator import HIGHEST, LOWEST, coefficient_from_speed
-from study.pool.placing import Placed, place, tied
+from study.pool.placing import Placed, clipped, place, tied
 from study.protocol import TASK_NAMES, Protocol
 from study.solver import Policy
 from study.storage import Storage
@@ -57,15 +57,15 @@ class TeamFormation(PartialCookies):
                 "AND s.finished_at IS NOT NULL", (participant_id,))
             if waiting is None:  # formed already, or the participant left
                 return
-            if self._unmatched_for_tie(participant_id):  # measured, then the unmatched page
-                self._measure_capabilities(participant_id, self.clock())
-                self._advance(participant_id, "unmatched", self.clock())
+            now = self.clock()
+            c = self._measure_capabilities(participant_id, now)
+            if self._unmatched_for_clip(c) or self._unmatched_for_tie(participant_id):
+                self._advance(participant_id, "unmatched", now)  # measured, no team
                 changed = {participant_id}
             elif self.protocol.team is not None:  # measured, they wait for their team
-                self._measure_capabilities(participant_id, self.clock())
-                changed = self.teams.enter_lobby(participant_id, self.clock())
+                changed = self.teams.enter_lobby(participant_id, now)
             else:
-                self._choose_teammate(participant_id, self.clock())
+                self._choose_teammate(participant_id, c, now)
                 changed = {participant_id}
         self.push_states(changed)
 
@@ -83,6 +83,11 @@ class TeamFormation(PartialCookies):
                                 "participant_id = ? AND kind = 'preference' ORDER BY task_type",
                                 (participant_id,))
         return np.array([row["value"] for row in rows])
+
+    def _unmatched_for_clip(self, c: np.ndarray) -> bool:
+        """``clipped_capability = "unmatched"``: a clipped capability is not the
+        participant's, so no team (agent teammate or real team) is formed on it."""
+        return self.protocol.clipped_capability == "unmatched" and clipped(c)
 
     def _unmatched_for_tie(self, participant_id: int) -> bool:
         """``tied_ratings = "unmatched"``: equal ratings say nothing of the preference a
@@ -127,13 +132,12 @@ class TeamFormation(PartialCookies):
         first = self.protocol.practice.index(task_type) + 1
         return round_speed(self.storage, self._practice_round(practice_id, first)) + measured
 
-    def _choose_teammate(self, participant_id: int, now: float) -> None:
-        """Measure the participant, place them by the protocol's teammate rule, record the
-        placement and solve both sessions (``docs/pool.md``, "Forming the team under
+    def _choose_teammate(self, participant_id: int, c: np.ndarray, now: float) -> None:
+        """Place the participant, measured at ``c``, by the protocol's teammate rule, record
+        the placement and solve both sessions (``docs/pool.md``, "Forming the team under
         study")."""
         from study.pool import NoEligibleTeam
 
-        c = self._measure_capabilities(participant_id, now)
         p = self._preference_values(participant_id)
         participant = self.storage.one("SELECT * FROM participants WHERE id = ?",
                                        (participant_id,))
