@@ -27,7 +27,7 @@ from web_support import DEMO, FakeClock, make_app, small_pool
 from study.algorithms import declaration
 from study.export import build_export
 from study.model import Algorithm, Team
-from study.pool.placing import place, plans_differ, session_policies
+from study.pool.placing import algorithm_for, place, plans_differ, session_policies
 from study.protocol import load_protocol
 from study.solver import solve
 from study.web.participant.teammate import policy_of
@@ -222,6 +222,7 @@ def test_a_real_team_plays_a_declared_robot_with_memory_on_its_earlier_kits(tmp_
                                                         (2, 2)).plan]
     with_memory = solve(live, BALANCE, (2, 2), history=kits_1)
     assert plan_of(kits[2]) == [list(t) for t in with_memory.plan]
+    assert with_memory.plan != solve(live, BALANCE, (2, 2)).plan  # the memory mattered
     for session in rows(app, "SELECT * FROM sessions WHERE number = 2"):
         assert json.loads(session["history"]) == kits_1.tolist()
         assert json.loads(session["plan"]) == plan_of(kits[2])
@@ -276,3 +277,29 @@ algorithm = "equity"''', 1)
     expected = ([0.1, 1.5], "the protocol") if bounds.startswith("[") else ([0.0, 2.5],
                                                                              "[pool.fea]")
     assert (entry["fea_bounds"], entry["fea_bounds_from"]) == expected
+
+
+def test_a_session_of_a_goal_reward_given_as_code_is_recorded_and_solved_again(tmp_path):
+    from study.web.participant.teammate import session_row
+
+    text = DEMO.read_text(encoding="utf-8").replace(SECOND_CONDITION, '''[[algorithms]]
+id = "slowest"
+python = "goal_rewards_example:slowest_first"
+
+[[conditions]]
+id = "fair"
+algorithm = "slowest"''', 1)
+    path = tmp_path / "coded.toml"
+    path.write_text(text, encoding="utf-8")
+    protocol = load_protocol(path)
+    team = Team([[0.25, 0.9], [0.3, 0.7]], [[0.9, 0.1], [0.4, 0.6]])
+    condition = protocol.condition("fair")
+    algorithm = algorithm_for(condition, None)
+    row, policy = session_row(protocol, condition, team, 0, algorithm)
+    recorded = json.loads(row["algorithm_declaration"])
+    assert recorded["python"] == "goal_rewards_example:slowest_first"
+    assert len(recorded["python_sha256"]) == 64 and recorded["terms"] is None
+    assert row["history"] is None and row["algorithm"] == "slowest"
+    again = policy_of(protocol, {**row, "round_order": "default"})
+    assert again.algorithm == algorithm and again.plan == policy.plan
+    assert again.rewards == solve(team, algorithm, protocol.kits).rewards
