@@ -31,19 +31,48 @@ from analysis.load import StudyData
 from study.decorator import HIGHEST, LOWEST
 from study.terms import EXCLUSION_TEXT
 
-STEP_ORDER = ("consent", "themes", "preferences", "practice", "lobby", "teammate", "intro-1",
-              "session-1", "questionnaire-1", "intro-2", "session-2", "questionnaire-2",
-              "post", "debrief", "done")
-STAGES = ("links created", "opened", "consented", "practised", "session 1", "session 2",
-          "done")
-# The first step that proves each stage was reached (opened and consented are read from
-# the consent fields).
-STAGE_STEP = {"practised": "lobby", "session 1": "session-1", "session 2": "session-2",
-              "done": "done"}
+# A study has one collaborative session per condition, two to four (docs/protocol.md).
+SESSIONS = 2  # when nothing says how many
+BEFORE_SESSIONS = ("consent", "themes", "preferences", "practice", "lobby", "teammate")
+AFTER_SESSIONS = ("post", "debrief", "done")
 LOSSES = ("not opened", "declined", "withdrawn", "aborted", "unmatched", "dropped", "left")
 # Where the teammate rule placed a participant (``teammates.target_met``); an unmatched
 # participant met the unmatched page because no member formed the target team.
 TARGETS = {1: "placed in target team", 0: "placed off target"}
+
+
+def step_order(sessions: int = SESSIONS) -> tuple[str, ...]:
+    """The journey's steps in order, for a study of ``sessions`` sessions."""
+    middle = (f"{part}-{number}" for number in range(1, sessions + 1)
+              for part in ("intro", "session", "questionnaire"))
+    return (*BEFORE_SESSIONS, *middle, *AFTER_SESSIONS)
+
+
+def stages_of(sessions: int = SESSIONS) -> tuple[str, ...]:
+    """The flow's stages: links created to done, with one stage per session."""
+    return ("links created", "opened", "consented", "practised",
+            *(f"session {number}" for number in range(1, sessions + 1)), "done")
+
+
+def stage_steps(sessions: int = SESSIONS) -> dict[str, str]:
+    """The first step that proves each stage was reached (opened and consented are read
+    from the consent fields)."""
+    return {"practised": "lobby", **{f"session {n}": f"session-{n}"
+                                     for n in range(1, sessions + 1)}, "done": "done"}
+
+
+def session_count(connection: sqlite3.Connection) -> int:
+    """How many sessions a database's study has: its protocol's conditions as the
+    collaborative sessions show them (at least two)."""
+    row = connection.execute("SELECT max(number) FROM sessions").fetchone()
+    return max(SESSIONS, int(row[0] or 0))
+
+
+def sessions_in(stages: pd.DataFrame) -> int:
+    """The sessions of a flow's stages: the last session stage reached (at least two)."""
+    numbers = [int(stage.split()[1]) for stage in stages["stage"].unique()
+               if str(stage).startswith("session ")]
+    return max([SESSIONS, *numbers])
 
 
 @dataclass
@@ -67,17 +96,16 @@ class AnalysisSet:
 # --- the flow ------------------------------------------------------------------------------
 
 
-def _furthest_step(connection: sqlite3.Connection) -> pd.DataFrame:
-    """Per participant the index in ``STEP_ORDER`` of the furthest step reached: from the
-    step log, the current step, and for a withdrawal the step kept when the log was
-    erased."""
+def _furthest_step(connection: sqlite3.Connection, order: tuple[str, ...]) -> pd.DataFrame:
+    """Per participant the index in ``order`` of the furthest step reached: from the step
+    log, the current step, and for a withdrawal the step kept when the log was erased."""
     withdrawn_from = ("withdrawn_from" if "withdrawn_from" in _columns(connection, "participants")
                       else "NULL AS withdrawn_from")
     people = pd.read_sql_query(
         "SELECT id AS participant_id, code, protocol, step, consent, data_consent, "
         f"{withdrawn_from} FROM participants", connection)
     steps = pd.read_sql_query("SELECT participant_id, step FROM steps", connection)
-    index = {step: k for k, step in enumerate(STEP_ORDER)}
+    index = {step: k for k, step in enumerate(order)}
     steps["index"] = steps["step"].map(index)
     furthest = steps.groupby("participant_id")["index"].max()
     people["furthest"] = people["participant_id"].map(furthest)
@@ -87,7 +115,7 @@ def _furthest_step(connection: sqlite3.Connection) -> pd.DataFrame:
     return people.drop(columns="withdrawn_from")
 
 
-def _stage(row: pd.Series) -> str:
+def _stage(row: pd.Series, order: tuple[str, ...], proofs: dict[str, str]) -> str:
     """The last stage the participant is known to have reached."""
     furthest = row["furthest"]
     reached = "links created"
@@ -95,8 +123,8 @@ def _stage(row: pd.Series) -> str:
         reached = "opened"
     if row["consent"] == "given" or row["step"] == "withdrawn":  # only consent can be withdrawn
         reached = "consented"
-    for stage, step in STAGE_STEP.items():
-        if furthest == furthest and furthest >= STEP_ORDER.index(step):
+    for stage, step in proofs.items():
+        if furthest == furthest and furthest >= order.index(step):
             reached = stage
     if row["step"] == "unmatched":
         reached = "practised"
@@ -113,11 +141,14 @@ def _outcome(row: pd.Series) -> str:
     return "left"
 
 
-def participant_stages(path: Path) -> pd.DataFrame:
+def participant_stages(path: Path, sessions: int | None = None) -> pd.DataFrame:
     """One row per participant link: the stage reached, the outcome (done or why lost),
-    the last step and the console's status and flag."""
+    the last step and the console's status and flag. ``sessions``: the study's sessions
+    (by default as many as the database's sessions show)."""
     with load._read_only(Path(path)) as connection:
-        people = _furthest_step(connection)
+        sessions = sessions or session_count(connection)
+        order = step_order(sessions)
+        people = _furthest_step(connection, order)
         if "console_status" in load.table_names(connection):
             status = pd.read_sql_query(
                 "SELECT participant_id, status, flagged FROM console_status", connection)
@@ -131,7 +162,7 @@ def participant_stages(path: Path) -> pd.DataFrame:
     people["status"] = people["status"].fillna("active")
     people["flagged"] = people["flagged"].fillna(0).astype(int)
     people["consent"] = people["consent"].astype(object).where(people["consent"].notna(), None)
-    people["stage"] = people.apply(_stage, axis=1)
+    people["stage"] = people.apply(_stage, axis=1, args=(order, stage_steps(sessions)))
     people["outcome"] = people.apply(_outcome, axis=1)
     unopened = people["stage"].eq("links created") & people["outcome"].eq("left")
     people.loc[unopened, "outcome"] = "not opened"
@@ -143,13 +174,14 @@ def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
 
 
-def flow_table(stages: pd.DataFrame) -> pd.DataFrame:
+def flow_table(stages: pd.DataFrame, sessions: int | None = None) -> pd.DataFrame:
     """Per stage: how many reached it (and, where the database records it, how many of
     those were placed in the target team or off it), and how many went no further, by
-    reason."""
-    position = stages["stage"].map(STAGES.index)
+    reason. ``sessions``: the study's (by default the last session stage reached)."""
+    names = stages_of(sessions or sessions_in(stages))
+    position = stages["stage"].map(names.index)
     rows = []
-    for k, stage in enumerate(STAGES):
+    for k, stage in enumerate(names):
         stopped = stages[(position == k) & (stages["outcome"] != "done")]
         row = {"stage": stage, "reached": int((position >= k).sum())}
         if "target" in stages:  # of those who reached the stage, where they were placed

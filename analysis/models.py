@@ -1,17 +1,23 @@
 """Models of the within-subject design: the participant is the unit.
 
 Every participant meets every condition in a counterbalanced order, so each outcome is
-modelled with the condition and the period (first or second session; the site too when
-studies are pooled) as fixed effects and the participant as the unit:
+modelled with the condition (a factor of as many levels as the study has conditions, two
+to four) and the period (the session's place; the site too when studies are pooled) as
+fixed effects and the participant as the unit:
 
 - a linear mixed-effects model (``statsmodels`` MixedLM, REML, random intercept per
   participant) for cookies and the allocation outcomes;
 - a cumulative-link (proportional-odds logit) model for each Likert item
   (``statsmodels`` OrderedModel) with standard errors clustered by participant, whose
   predicted mean rating per condition stays on the item's scale;
-- the order and carry-over check of a two-period crossover: outcome means by condition
-  and order, and Grizzle's test comparing the participants' two-period totals between
-  the two orders (a carry-over effect shifts those totals; a condition effect does not).
+- every pair of conditions compared by a contrast of the fitted model, its p value also
+  Holm-adjusted over the pairs of the outcome (``statsmodels.stats.multitest``); with
+  more than two conditions a Wald test of the whole condition factor beside them;
+- the order and carry-over check: outcome means by condition and order; for two periods
+  Grizzle's test comparing the participants' two-period totals between the two orders
+  (a carry-over effect shifts those totals; a condition effect does not), for more a
+  mixed model with first-order carry-over terms (the condition of the session before),
+  which the orders of ``study.orders`` balance.
 
 With the handful of participants of a pilot these are estimates with wide intervals;
 a model that cannot be fitted says why instead of failing the report.
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -29,7 +36,8 @@ from scipy import stats
 LEVEL = 0.95
 DRAWS = 400  # parameter draws for the intervals of predicted ratings
 MODEL_COLUMNS = ["outcome", "model", "term", "estimate", "ci_low", "ci_high", "p_value",
-                 "effect_size", "effect_size_kind", "participants", "observations", "note"]
+                 "p_holm", "effect_size", "effect_size_kind", "participants",
+                 "observations", "note"]
 
 
 def _z() -> float:
@@ -39,8 +47,63 @@ def _z() -> float:
 def _empty_row(outcome: str, model: str, note: str) -> dict[str, object]:
     nan = float("nan")
     return {"outcome": outcome, "model": model, "term": "", "estimate": nan, "ci_low": nan,
-            "ci_high": nan, "p_value": nan, "effect_size": nan, "effect_size_kind": "",
-            "participants": 0, "observations": 0, "note": note}
+            "ci_high": nan, "p_value": nan, "p_holm": nan, "effect_size": nan,
+            "effect_size_kind": "", "participants": 0, "observations": 0, "note": note}
+
+
+def _levels(frame: pd.DataFrame, reference: str) -> list[str]:
+    """The conditions, the reference first and the others by name."""
+    return [reference, *[c for c in sorted(frame["condition"].unique(), key=str)
+                         if c != reference]]
+
+
+def contrasts(params: pd.Series, cov: pd.DataFrame, levels: Sequence[str],
+              prefix: str = "condition") -> list[dict[str, float | str]]:
+    """Every pair of ``levels`` (the first the reference, whose coefficient is 0): the
+    difference ``b - a`` of their coefficients ``<prefix>[<level>]``, its Wald interval
+    and p value, and the p value Holm-adjusted over the pairs. A pair whose level has no
+    coefficient (left out as confounded) is not estimable and left out."""
+    from statsmodels.stats.multitest import multipletests
+
+    fitted = {f"{prefix}[{level}]" for level in levels[1:]} & set(params.index)
+    terms = sorted(fitted)
+    z = _z()
+    rows = []
+    for a, b in combinations(levels, 2):
+        if any(f"{prefix}[{x}]" not in fitted for x in (a, b) if x != levels[0]):
+            continue
+        weights = pd.Series(0.0, index=terms)
+        for level, sign in ((b, 1.0), (a, -1.0)):
+            if level != levels[0]:
+                weights[f"{prefix}[{level}]"] += sign
+        estimate = float(weights @ params[terms])
+        se = float(np.sqrt(weights @ cov.loc[terms, terms] @ weights))
+        p_value = float(2 * stats.norm.sf(abs(estimate / se))) if se > 0 else float("nan")
+        rows.append({"term": f"{b} - {a}", "estimate": estimate, "ci_low": estimate - z * se,
+                     "ci_high": estimate + z * se, "p_value": p_value})
+    tested = [row for row in rows if np.isfinite(row["p_value"])]
+    if tested:
+        adjusted = multipletests([row["p_value"] for row in tested], method="holm")[1]
+        for row, p_holm in zip(tested, adjusted, strict=True):
+            row["p_holm"] = float(p_holm)
+    return [{"p_holm": float("nan"), **row} for row in rows]
+
+
+def factor_test(params: pd.Series, cov: pd.DataFrame, terms: Sequence[str],
+                name: str = "condition") -> str:
+    """The Wald test that every coefficient of ``terms`` is 0, as a note (a factor of more
+    than two levels: is there any difference at all); empty with fewer than two terms."""
+    terms = [t for t in terms if t in params.index]
+    if len(terms) < 2:
+        return ""
+    values = params[terms].to_numpy(dtype=float)
+    try:
+        statistic = float(values @ np.linalg.solve(cov.loc[terms, terms].to_numpy(float),
+                                                   values))
+    except np.linalg.LinAlgError:
+        return f"{name}: Wald test not computable (singular covariance)"
+    p_value = float(stats.chi2.sf(statistic, len(terms)))
+    return f"{name}: Wald chi2({len(terms)}) = {statistic:.2f}, p = {p_value:.3g}"
 
 
 def _design(frame: pd.DataFrame, reference: str, extra: Sequence[str]) -> pd.DataFrame:
@@ -98,19 +161,15 @@ def mixed_model(frame: pd.DataFrame, outcome: str, reference: str | None = None,
                                    "participant variance estimated at 0" if between < 1e-8
                                    else ""]))
     total_sd = float(np.sqrt(result.scale + between))
-    intervals = result.conf_int(alpha=1 - LEVEL)
-    rows = []
-    for term in [t for t in exog.columns if t.startswith("condition[")]:
-        estimate = float(result.params[term])
-        rows.append({"outcome": outcome, "model": "mixed",
-                     "term": f"{term[10:-1]} - {reference}", "estimate": estimate,
-                     "ci_low": float(intervals.loc[term, 0]),
-                     "ci_high": float(intervals.loc[term, 1]),
-                     "p_value": float(result.pvalues[term]),
-                     "effect_size": estimate / total_sd if total_sd > 0 else float("nan"),
-                     "effect_size_kind": "d (difference / total sd)",
-                     "participants": int(data["participant_id"].nunique()),
-                     "observations": len(data), "note": note})
+    params, cov = result.fe_params, result.cov_params()
+    terms = [t for t in exog.columns if t.startswith("condition[")]
+    note = "; ".join(filter(None, [note, factor_test(params, cov, terms)]))
+    rows = [{"outcome": outcome, "model": "mixed", **pair,
+             "effect_size": pair["estimate"] / total_sd if total_sd > 0 else float("nan"),
+             "effect_size_kind": "d (difference / total sd)",
+             "participants": int(data["participant_id"].nunique()),
+             "observations": len(data), "note": note}
+            for pair in contrasts(params, cov, _levels(data, reference))]
     return pd.DataFrame(rows, columns=MODEL_COLUMNS)
 
 
@@ -202,19 +261,16 @@ def ordinal_model(frame: pd.DataFrame, outcome: str = "value", label: str | None
         except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as error:
             return pd.DataFrame([_empty_row(label, "ordinal", f"not fitted: {error}")]), empty
     converged = bool(result.mle_retvals.get("converged", True))
-    note = "; ".join(filter(None, [confounded, _fit_note(converged, bool(caught))]))
-    z = _z()
-    rows = []
-    for term in [t for t in exog.columns if t.startswith("condition[")]:
-        estimate, se = float(result.params[term]), float(result.bse[term])
-        rows.append({"outcome": label, "model": "ordinal (cluster-robust)",
-                     "term": f"{term[10:-1]} - {reference}", "estimate": estimate,
-                     "ci_low": estimate - z * se, "ci_high": estimate + z * se,
-                     "p_value": float(result.pvalues[term]),
-                     "effect_size": float(np.exp(estimate)),
-                     "effect_size_kind": "odds ratio of a higher rating",
-                     "participants": int(data["participant_id"].nunique()),
-                     "observations": len(data), "note": note})
+    params, cov = result.params, result.cov_params()
+    terms = [t for t in exog.columns if t.startswith("condition[")]
+    note = "; ".join(filter(None, [confounded, _fit_note(converged, bool(caught)),
+                                   factor_test(params, cov, terms)]))
+    rows = [{"outcome": label, "model": "ordinal (cluster-robust)", **pair,
+             "effect_size": float(np.exp(pair["estimate"])),
+             "effect_size_kind": "odds ratio of a higher rating",
+             "participants": int(data["participant_id"].nunique()),
+             "observations": len(data), "note": note}
+            for pair in contrasts(params, cov, _levels(data, reference))]
     predicted = _predicted_means(model, result, data, exog, np.asarray(levels, dtype=float),
                                  reference, seed)
     return pd.DataFrame(rows, columns=MODEL_COLUMNS), predicted.assign(outcome=label)[
@@ -262,7 +318,10 @@ def condition_by_order(frame: pd.DataFrame, outcomes: Sequence[str]) -> pd.DataF
 
 def carryover_test(frame: pd.DataFrame, outcome: str) -> dict[str, object]:
     """Grizzle's carry-over test: the participants' totals over both periods compared
-    between the two orders (Welch's t). Needs two orders with two participants each."""
+    between the two orders (Welch's t). Needs two orders with two participants each.
+    A study of more periods is tested by ``carryover_model``."""
+    if frame["period"].nunique() > 2:
+        return carryover_model(frame, outcome)
     both = frame.dropna(subset=[outcome]).groupby("participant_id").filter(
         lambda rows: rows["period"].nunique() == 2)
     totals = both.groupby("participant_id").agg(order=("order", "first"),
@@ -278,4 +337,47 @@ def carryover_test(frame: pd.DataFrame, outcome: str) -> dict[str, object]:
     result = stats.ttest_ind(groups[0], groups[1], equal_var=False)
     row.update(difference_of_totals=float(groups[0].mean() - groups[1].mean()),
                statistic=float(result.statistic), p_value=float(result.pvalue))
+    return row
+
+
+def carryover_model(frame: pd.DataFrame, outcome: str) -> dict[str, object]:
+    """First-order carry-over in a study of more than two periods: a mixed model of the
+    outcome with condition, period and the condition of the session before (none in the
+    first period) as fixed effects, and the Wald test that every carry-over term is 0.
+    The orders of ``study.orders`` (every order of three conditions, a Williams square of
+    four) balance the condition before, so carry-over and condition are estimable apart."""
+    import statsmodels.api as sm
+
+    data = frame.dropna(subset=[outcome, "condition"]).sort_values(
+        ["participant_id", "period"]).copy()
+    before = data.groupby("participant_id")["condition"].shift(1)
+    data["carry"] = before.where(data["period"].diff().eq(1) & before.notna(), "none")
+    row: dict[str, object] = {"outcome": outcome, "orders": f"{data['order'].nunique()} orders",
+                              "participants": int(data["participant_id"].nunique()),
+                              "difference_of_totals": np.nan, "statistic": np.nan,
+                              "p_value": np.nan, "note": ""}
+    if data["participant_id"].nunique() < 3 or data["carry"].nunique() < 2:
+        row["note"] = "too few participants or orders for the carry-over model"
+        return row
+    design = _design(data, sorted(data["condition"].unique(), key=str)[0],
+                     _factors(data, ("period", "site")))
+    carry = pd.DataFrame({f"carry[{c}]": (data["carry"] == c).astype(float)
+                          for c in sorted(data["carry"].unique(), key=str) if c != "none"},
+                         index=data.index)
+    exog, confounded = _full_rank(sm.add_constant(pd.concat([design, carry], axis=1)))
+    terms = [t for t in exog.columns if t.startswith("carry[")]
+    result, warned, error = _fit_mixed(sm.MixedLM(data[outcome].astype(float), exog,
+                                                  groups=data["participant_id"]))
+    if result is None or not terms:
+        row["note"] = f"not fitted: {error}" if result is None else (
+            "carry-over confounded with condition and period")
+        return row
+    values = result.fe_params[terms].to_numpy(float)
+    cov = result.cov_params().loc[terms, terms].to_numpy(float)
+    statistic = float(values @ np.linalg.solve(cov, values))
+    row.update(statistic=statistic, p_value=float(stats.chi2.sf(statistic, len(terms))),
+               note="; ".join(filter(None, [
+                   f"first-order carry-over: Wald chi2({len(terms)}) of the carry terms in a "
+                   "mixed model with condition and period", confounded,
+                   _fit_note(result.converged, warned)])))
     return row

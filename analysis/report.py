@@ -41,6 +41,7 @@ from analysis.load import StudyData
 from study.model import Algorithm
 from study.pool.spec import PoolSpec
 from study.pool.summary import PAPER_FAIR_GAP
+from study.protocol_schema import ROBOT_ITEM_KINDS
 
 FLOAT_FORMAT = "{:.3f}".format
 # Printed, a table of more columns than these has its column names set upright (wide)
@@ -102,7 +103,7 @@ def prepare(datasets: Sequence[StudyData], options: ReportOptions = ReportOption
                                                options.rules)
     stages = []
     for k, (path, site) in enumerate(zip(paths, sites, strict=True)):
-        part = flow.participant_stages(path)
+        part = flow.participant_stages(path, len(chosen_design.conditions) or None)
         if len(paths) > 1:
             part["participant_id"] += k * pooling.ID_OFFSET
             part.insert(1, "site", site)
@@ -139,7 +140,7 @@ def participant_sections(study: Study, out: Path, options: ReportOptions) -> lis
 
 
 def _flow_section(study: Study, out: Path) -> Section:
-    table = flow.flow_table(study.stages)
+    table = flow.flow_table(study.stages, len(study.design.conditions) or None)
     exclusions = flow.exclusion_table(study.chosen)
     kept = study.chosen.sessions
     analysed = int(kept["kept"].sum())
@@ -360,11 +361,43 @@ def _questionnaire_section(study: Study, out: Path) -> Section:
         condition="post"))
     if not post.empty:
         section.tables.append(("Post-study numeric items", post))
-    choices = answers[(answers["questionnaire"] == "post") & answers["value_text"].notna()]
+    robot_items = [item.id for item in study.design.post_items
+                   if item.kind in ROBOT_ITEM_KINDS]
+    choices = answers[(answers["questionnaire"] == "post") & answers["value_text"].notna()
+                      & ~answers["item"].isin(robot_items)]
     if not choices.empty:
         section.tables.append(("Post-study choices", choices.groupby(
             ["label", "value_text"]).size().rename("participants").reset_index()))
+    _robot_items_part(section, study, out)
     return section
+
+
+def _robot_items_part(section: Section, study: Study, out: Path) -> None:
+    """The post-study items about every robot: where each robot was ranked, and every two
+    robots against each other (from the ranks and from the pairwise items), with sign
+    tests Holm-adjusted over each item's pairs and, for a rank of three or more, Friedman's
+    test."""
+    kinds = {item.id: item.kind for item in study.design.post_items}
+    answers = study.analysed.answers
+    ranked = questionnaires.rankings(answers, [i for i, k in kinds.items() if k == "rank"])
+    chosen = questionnaires.pairwise_choices(answers, [i for i, k in kinds.items()
+                                                       if k == "pairwise"])
+    if ranked.empty and chosen.empty:
+        return
+    section.text += (" The robots ranked and compared after the last session: per pair of "
+                     "robots how many participants put one above the other, a sign test "
+                     "on those who did not tie, Holm-adjusted over the item's pairs.")
+    pairs = questionnaires.pair_tests(pd.concat(
+        [questionnaires.ranked_pairs(ranked), chosen], ignore_index=True))
+    if not ranked.empty:
+        section.tables += [("Robots ranked", questionnaires.rank_summary(ranked)),
+                           ("Ranks: Friedman's test", questionnaires.friedman(ranked))]
+        section.figures.append(("Robots ranked", figures.save(
+            figures.ranks_figure(ranked), out, "ranks")))
+    section.tables.append(("Robots against each other (sign tests, Holm-adjusted)", pairs))
+    section.figures.append(("Robots against each other", figures.save(
+        figures.pairs_figure(pairs), out, "robot_pairs")))
+    section.warnings += sorted({w for w in pairs["warning"] if w} - set(section.warnings))
 
 
 DESIGN_OUTCOMES = (("cookies_team", "team cookies"), ("cookies_participant",
@@ -381,16 +414,27 @@ def _design_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Section:
     carry = pd.DataFrame([models.carryover_test(outcomes, name) for name in names])
     mixed = pd.concat([models.mixed_model(outcomes, name) for name in names],
                       ignore_index=True)
+    conditions = sorted(outcomes["condition"].unique(), key=str)
+    several = len(conditions) > 2
     section = Section("The within-subject design: order, carry-over and mixed models", (
         "Outcome means by order of conditions and condition (the crossover's cells); "
-        "Grizzle's carry-over test (the two-period totals compared between orders, Welch's "
-        "t); and a linear mixed model per outcome with condition and period (and site, "
-        "when pooled) as fixed effects and a random intercept per participant: the "
-        "condition difference with its 95% interval and as d, the difference over the "
-        "total standard deviation."),
+        + ("a first-order carry-over test (a mixed model with the condition of the "
+           "session before as a factor, Wald test of its terms); " if several else
+           "Grizzle's carry-over test (the two-period totals compared between orders, "
+           "Welch's t); ")
+        + "and a linear mixed model per outcome with condition and period (and site, "
+        "when pooled) as fixed effects and a random intercept per participant: "
+        + (f"the condition a factor of {len(conditions)} levels, every pair of conditions "
+           "compared by a contrast with its 95% interval, its p value Holm-adjusted over "
+           "the outcome's pairs (p_holm), and as d, the difference over the total "
+           "standard deviation; the note gives the Wald test of the whole factor."
+           if several else "the condition difference with its 95% interval and as d, "
+           "the difference over the total standard deviation.")),
         [("Outcomes by order and condition", by_order), ("Carry-over", carry),
          ("Mixed models", mixed)])
-    conditions = sorted(outcomes["condition"].unique(), key=str)
+    if several:
+        section.figures.append(("Every pair of conditions", figures.save(
+            figures.contrasts_figure(mixed), out, "contrasts")))
     rated = _likert_answers(study)
     _tied_section_part(section, study, outcomes, rated, names)
     wide = rated.pivot_table(index="session_id", columns="item", values="value")
@@ -399,7 +443,7 @@ def _design_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Section:
     labels = rated.drop_duplicates("item").set_index("item")["label"]
     shown = [*DESIGN_OUTCOMES[:1], *DESIGN_OUTCOMES[3:4],
              *[(f"rating_{item}", str(label)) for item, label in labels.items()][:2]]
-    section.figures.append(("Each participant in both conditions", figures.save(
+    section.figures.append(("Each participant in every condition", figures.save(
         figures.slope_figure(paired, shown, conditions, _points(study)), out, "paired")))
     return section
 
@@ -695,17 +739,25 @@ def _plan_section(pool: pd.DataFrame, protocol: object, spec: PoolSpec, study: S
     plan_options = plan.PlanOptions(simulations=options.plan_simulations, seed=options.seed,
                                     likert_sd=sd or plan.PlanOptions.likert_sd)
     curves, needed = plan.plan(pool, protocol, spec.fea, plan_options)
+    several = len(protocol.conditions) > 2  # type: ignore[attr-defined]
     return Section("Planning the next study", (
-        "Participants (each in both conditions) needed to detect the difference in team "
-        "cookies the two conditions' policies give on this pool, its teams' participants "
+        "Participants (each in every condition) needed to detect the difference in team "
+        "cookies " + ("every two conditions' policies give" if several else
+                      "the two conditions' policies give")
+        + " on this pool, its teams' participants "
         "given the capabilities of people of the human decorating-speed model, with the "
         "decorator model (paired t test), and a one-point difference in a Likert item "
         "(Wilcoxon test), at "
         f"80% power and alpha 0.05, from {options.plan_simulations} simulated studies per "
-        "size. " + (f"The Likert spread ({sd:.2f}) is the analysed ratings' mean "
-                    "within-condition sd." if sd else "The Likert spread is the default.")
+        "size. " + ("Every pair is tested in each simulated study and the pairs' p values "
+                    "are Holm-adjusted, as the report adjusts them; the Likert item differs "
+                    "in the second condition only. " if several else "")
+        + (f"The Likert spread ({sd:.2f}) is the analysed ratings' mean "
+           "within-condition sd." if sd else "The Likert spread is the default.")
         + " Dashed: the closed-form power of the paired t test for normal differences with "
-        "the simulated mean and sd. Run `analysis plan` for other differences."),
+        "the simulated mean and sd" + (" at alpha over the number of pairs (Bonferroni's "
+                                       "level, a floor under Holm's)" if several else "")
+        + ". Run `analysis plan` for other differences."),
         [("Participants needed", needed), ("Power curves", curves)],
         [("Power against participants", figures.save(
             figures.power_figure(curves, plan_options.power), out, "plan"))])
