@@ -136,12 +136,13 @@ def run_report(args: argparse.Namespace) -> int:
 def export_frames(data: load.StudyData, out: Path) -> list[Path]:
     """Every tidy frame, the participant flow and the analysis set, and the derived
     per-session frames of the analysis set as CSV, plus the metadata."""
-    from analysis import flow, report, sessions
+    from analysis import flow, questionnaires, report, sessions
 
     out.mkdir(parents=True, exist_ok=True)
     frames = dict(data.frames())
     study = report.prepare([data])
-    frames["participant_flow"] = flow.flow_table(study.stages)
+    frames["participant_flow"] = flow.flow_table(study.stages,
+                                                 len(study.design.conditions) or None)
     frames["participant_stages"] = study.stages
     frames["analysis_set"] = study.chosen.participants
     frames["analysis_sessions"] = study.chosen.sessions
@@ -149,6 +150,12 @@ def export_frames(data: load.StudyData, out: Path) -> list[Path]:
         frames["session_outcomes"] = sessions.session_outcomes(study.analysed)
         frames["session_fairness"], frames["round_fairness"] = (
             sessions.session_fairness_over_time(study.analysed))
+    kinds = {item.id: item.kind for item in study.design.post_items}
+    answers = study.analysed.answers
+    for name, read, kind in (("robot_ranks", questionnaires.rankings, "rank"),
+                             ("robot_pairs", questionnaires.pairwise_choices, "pairwise")):
+        if kind in kinds.values():  # one row per robot (rank) or pair of robots
+            frames[name] = read(answers, [i for i, k in kinds.items() if k == kind])
     paths = []
     for name, frame in frames.items():
         paths.append(out / f"{name}.csv")

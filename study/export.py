@@ -26,9 +26,11 @@ from study.terms import ALGORITHMS, DEFAULT_FEA_WEIGHT, preset_terms
 TASK_TYPES = "0 = squares, 1 = letters"
 TASK_NAMES = "squares, letters"
 EPOCH = "seconds since 1970-01-01 UTC (server clock)"
-STEPS = ("consent, themes, preferences, practice, lobby (real teams), teammate, intro-1, "
-         "session-1, questionnaire-1, intro-2, session-2, questionnaire-2, post, debrief, "
-         "done; terminal: declined, withdrawn, unmatched, dropped (real teams)")
+STEPS = ("consent, themes, preferences, practice, lobby (real teams), teammate, then per "
+         "collaborative session n = 1..k (one per condition, k = 2 to 4) intro-n, session-n, "
+         "questionnaire-n, then post, debrief, done; terminal: declined, withdrawn, "
+         "unmatched, dropped (real teams)")
+SESSIONS = "1..k, one per condition of the protocol (k = 2 to 4)"
 SEAT_TERMS = "the seat's human index in its team"
 
 
@@ -91,7 +93,7 @@ CODEBOOK: tuple[Table, ...] = (
                allowed="given, withdrawn, empty"),
         _at("finished_at", "when the participant reached `done`"),
         _at("withdrawn_at", "when the participant withdrew"),
-        Column("robots_identical", "INTEGER", "whether the two robots' plans for this "
+        Column("robots_identical", "INTEGER", "whether two of the robots' plans for this "
                "participant were the same round by round (the manipulation failed; shown in "
                "the console)", allowed="0, 1, empty before the teammate was chosen"),
         Column("recruitment_id", "TEXT", "the recruitment platform's participant id (the "
@@ -123,8 +125,9 @@ CODEBOOK: tuple[Table, ...] = (
     )),
     Table("answers", "one answer to one survey or questionnaire item", (
         _id(), _fk("participant_id", "participants"),
-        Column("questionnaire", "TEXT", "which survey the item belongs to",
-               allowed="preferences, session-1, session-2, post"),
+        Column("questionnaire", "TEXT", "which survey the item belongs to: the ratings, "
+               "the questionnaire after session n, or the post-study one",
+               allowed="preferences, session-1 .. session-k (k sessions, 2 to 4), post"),
         _fk("session_id", "sessions", nullable=True),
         Column("condition", "TEXT", "condition of the rated session (session questionnaires)",
                allowed="a condition id of the protocol, or empty"),
@@ -133,8 +136,12 @@ CODEBOOK: tuple[Table, ...] = (
         Column("value_number", "REAL", "numeric answer (likert points, numbers)",
                units="scale points for likert items",
                allowed="likert 1..points of the item's scale; numbers within [min, max]"),
-        Column("value_text", "TEXT", "text answer (choices, open text)",
-               allowed="one of the item's options, or free text up to max_length"),
+        Column("value_text", "TEXT", "text answer (choices, open text); a rank item's "
+               "robots first to last as condition ids joined by commas (fair,fea,efficient); "
+               "a pairwise item's every two robots in the order met, a>b (a chosen) or a=b "
+               "(the item's tie), joined by semicolons (efficient>fair;fea>efficient;fair=fea)",
+               allowed="one of the item's options, free text up to max_length, or a rank or "
+                       "pairwise answer over the robots the participant met"),
         _at(),
     )),
     Table("measurements", "one coefficient measured for a participant and cookie type", (
@@ -212,7 +219,7 @@ CODEBOOK: tuple[Table, ...] = (
     )),
     Table("sessions", "the practice session (number 0) or a collaborative session", (
         _id(), _fk("participant_id", "participants"),
-        Column("number", "INTEGER", "session number", allowed="0 practice, 1, 2"),
+        Column("number", "INTEGER", "session number", allowed=f"0 practice, {SESSIONS}"),
         Column("kind", "TEXT", "session kind", allowed="practice, collaborative"),
         Column("condition", "TEXT", "condition id of a collaborative session",
                allowed="a condition id of the protocol, or empty (practice)"),
@@ -345,8 +352,8 @@ CODEBOOK: tuple[Table, ...] = (
                allowed="mixed, twins, negative, mixed-reversed"),
         Column("team_c", "TEXT (JSON)", "capabilities [seat][type]", allowed="0.01..0.99"),
         Column("team_p", "TEXT (JSON)", "preferences [seat][type]", allowed="0.01..0.99"),
-        Column("session", "INTEGER", "the session the team is in", allowed="0 (not "
-               "started), 1, 2"),
+        Column("session", "INTEGER", "the session the team is in",
+               allowed=f"0 (not started), {SESSIONS}"),
         _at("next_round_at", "when the server starts the team's next round (empty: waiting "
             "for its members or finished)"),
         _at("session_started_at", "when the current session started"),
@@ -370,13 +377,13 @@ CODEBOOK: tuple[Table, ...] = (
         Column("drop_reason", "TEXT", "why", allowed="away, late, withdrawn, aborted, or "
                "empty"),
         Column("agent_from_session", "INTEGER", "the first session the agent played",
-               allowed="1, 2, or empty"),
+               allowed=f"{SESSIONS}, or empty"),
         Column("agent_from_round", "INTEGER", "the first round (of that session) the agent "
                "played", allowed=">= 1 or empty"),
     )),
     Table("team_rounds", "one round of a real team, on one server clock", (
         _id(), _fk("team_id", "teams"),
-        Column("session", "INTEGER", "session number", allowed="1, 2"),
+        Column("session", "INTEGER", "session number", allowed=SESSIONS),
         Column("number", "INTEGER", "round number within the session", allowed=">= 1"),
         Column("condition", "TEXT", "the session's condition id"),
         _at("started_at", "when the server started the round"),
@@ -388,7 +395,7 @@ CODEBOOK: tuple[Table, ...] = (
     )),
     Table("team_allocations", "the kit the robot gave one seat in one team round", (
         _id(), _fk("team_round_id", "team_rounds"), _fk("team_id", "teams"),
-        Column("session", "INTEGER", "session number", allowed="1, 2"),
+        Column("session", "INTEGER", "session number", allowed=SESSIONS),
         Column("round", "INTEGER", "round number within the session", allowed=">= 1"),
         Column("seat", "INTEGER", SEAT_TERMS, allowed="0, 1, 2"),
         *_task(whose="the kit"),

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from test_conditions import THREE, four_robots
 from web_support import FakeClock, LiveServer, make_app, small_pool
@@ -239,3 +240,39 @@ def test_bots_finish_a_study_of_several_robots(tmp_path, robots, bots):
             f"{part}-{n}" for n in range(1, robots + 1)
             for part in ("intro", "session", "questionnaire")]
     assert len(set(orders)) == bots  # the first orders of the rotation, each once
+
+
+def test_the_exports_hold_every_session_and_the_answers_about_every_robot(tmp_path,
+                                                                          teammates):
+    from analysis import cli as analysis_cli
+    from study.cli import main as study_main
+
+    app, person, _ = to_post(tmp_path, teammates)
+    storage = app.extensions["study"].storage
+    order = json.loads(storage.participant("walker")["condition_order"])
+    pairs = {f"{a}|{b}": b for a, b in itertools.combinations(order, 2)}
+    person.submit("post", {"answers": {**POST, "next_time_rank": order[::-1],
+                                       "fairer": pairs}})
+    person.submit("debrief", {"consent": True})
+    database = Path(storage.path)
+    storage.close()
+    assert study_main(["export", str(database), "--out", str(tmp_path / "raw")]) == 0
+    answers = pd.read_csv(tmp_path / "raw" / "answers.csv")
+    assert sorted(answers["questionnaire"].unique()) == [
+        "post", "preferences", "session-1", "session-2", "session-3"]
+    post = answers[answers["questionnaire"] == "post"].set_index("item")["value_text"]
+    assert post["next_time_rank"] == ",".join(order[::-1])
+    assert post["fairer"] == ";".join(f"{b}>{a}" for a, b in itertools.combinations(order, 2))
+    codebook = pd.read_csv(tmp_path / "raw" / "codebook.csv")
+    meaning = codebook[(codebook["table"] == "answers") & (codebook["column"] == "value_text")]
+    assert "rank item" in meaning["meaning"].iloc[0]
+    sessions = pd.read_csv(tmp_path / "raw" / "sessions.csv")
+    assert sorted(sessions["number"]) == [0, 1, 2, 3]
+    assert analysis_cli.main(["export", str(database), "--out", str(tmp_path / "tidy")]) == 0
+    ranks = pd.read_csv(tmp_path / "tidy" / "robot_ranks.csv")
+    assert dict(zip(ranks["condition"], ranks["place"], strict=True)) == {
+        robot: place for place, robot in enumerate(order[::-1], 1)}
+    chosen = pd.read_csv(tmp_path / "tidy" / "robot_pairs.csv")
+    assert len(chosen) == 3 and set(chosen["chosen"]) <= set(order)
+    flow = pd.read_csv(tmp_path / "tidy" / "participant_flow.csv")
+    assert "session 3" in set(flow["stage"])
