@@ -39,11 +39,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # The suite runs in parallel: most of its time is Chromium at a human pace and servers
-# waiting on their clocks, not CPU, so more processes than cores pay off.
+# waiting on their clocks, not CPU, so more processes than cores pay off. Human-pace tests
+# keep to their lanes (tests/conftest.py), hence --dist loadgroup.
 TEST_PROCESSES ?= 4
 
 test: $(STAMP) system-packages lint
-	$(BIN)/pytest -n $(TEST_PROCESSES) --dist worksteal
+	$(BIN)/pytest -n $(TEST_PROCESSES) --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
