@@ -8,15 +8,18 @@ measured coefficients and both robots' plans are the ones a real run would store
 
     .venv/bin/python tests/human_journeys.py [--participants 400] [--seed 1]
 
-prints, per shipped protocol, how often the two robots' plans (and goals) differ and the
-share of measured coefficients in the paper's ranges (``docs/human-model.md``).
+prints, per shipped protocol, how often the two robots' plans (and goals) differ, the
+share of measured coefficients in the ranges its pool samples and the share clipped
+(``docs/human-model.md``). With ``--formation PROTOCOL...`` it prints, for a population
+spread over paces from 0.3 to 2.5 times the model's times and every rating pattern, who
+lands in the target team, and per pace and cookie type the shares clipped and in range
+(``docs/teams-by-design.md``).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from study.bots.human import OBSERVED_RANGES, Human, share_in_ranges
+from study.bots.human import Human, share_in_ranges
 from study.protocol import load_protocol
 from study.storage import Storage
 from study.web.participant.journey import Journey
@@ -251,9 +254,11 @@ def _ranges(run: HumanJourneys) -> str:
                      for cookie, (low, high) in zip(run.protocol.cookies, ranges, strict=True))
 
 
-def summary(name: str, people: list[Person]) -> str:
+def summary(name: str, run: HumanJourneys, people: list[Person]) -> str:
     matched = [p for p in people if p.plans]
     values = np.array([p.capabilities for p in matched])
+    ranges = tuple(tuple(pair) for pair in run.protocol.pool_spec().sample_c[0])
+    clipped = np.mean([any(p.clipped) for p in people])
     plans = np.mean([p.plans_differ for p in matched])
     goals = np.mean([p.goals_differ for p in matched])
     nearest = np.mean([p.nearest_differs for p in matched])
@@ -261,7 +266,7 @@ def summary(name: str, people: list[Person]) -> str:
     return (f"| {name} | {len(people)} | {len(matched)} | {nearest:.1%} | {plans:.1%} | "
             f"{goals:.1%} | {np.mean([p.distance for p in matched]):.3f} | "
             f"{np.median([p.passed_over for p in passed]) if passed else 0:g} | "
-            f"{share_in_ranges(values):.1%} | "
+            f"{share_in_ranges(values, ranges):.1%} | {clipped:.1%} | "
             f"{np.median(values[:, 0]):.2f} / {np.median(values[:, 1]):.2f} |")
 
 
@@ -296,16 +301,15 @@ def main() -> None:
         formation(args.formation or [PROTOCOLS / "study1.toml", PROTOCOLS / "study2.toml"],
                   args.participants, args.seed, args.pools)
         return
-    print(f"{args.participants} simulated people per protocol, seed {args.seed}; "
-          f"observed ranges {json.dumps(OBSERVED_RANGES)}\n")
+    print(f"{args.participants} simulated people per protocol, seed {args.seed}\n")
     print("| protocol | people | matched | plans differ with the nearest member | plans "
           "differ | goals differ | mean d | median members passed over (when any) | coefficients "
-          "in both ranges | median c squares / letters |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "in the pool's ranges | clipped | median c squares / letters |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as directory:
         for name in ("demo", "study1", "study2"):
             run = HumanJourneys(PROTOCOLS / f"{name}.toml", Path(directory), args.pools)
-            print(summary(name, run.run(args.participants, args.seed)), flush=True)
+            print(summary(name, run, run.run(args.participants, args.seed)), flush=True)
 
 
 if __name__ == "__main__":
