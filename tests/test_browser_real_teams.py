@@ -32,7 +32,8 @@ GRACE_SECONDS = 6
 
 @pytest.fixture(scope="module")
 def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """teams3 with short rounds: two rounds a session (kits [3, 3]), open enrolment."""
+    """teams3 with short rounds: two rounds a session (kits [3, 3]), open enrolment, and
+    teams3's FEA bounds kept on purpose for the smaller pool."""
     text = (ROOT / "protocols" / "teams3.toml").read_text(encoding="utf-8")
     for pattern, value in ((r"(?m)^kits = \[9, 9\]", "kits = [3, 3]"),
                            (r"(?m)^round_seconds = \d+", "round_seconds = 12"),
@@ -40,7 +41,9 @@ def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
                            (r"(?m)^min_cookie_seconds = [\d.]+", "min_cookie_seconds = 0.2"),
                            (r"(?m)^grace_seconds = \d+", f"grace_seconds = {GRACE_SECONDS}"),
                            (r"(?m)^break_seconds = \d+", "break_seconds = 2"),
-                           (r"(?m)^open_enrolment = false", "open_enrolment = true")):
+                           (r"(?m)^open_enrolment = false", "open_enrolment = true"),
+                           # shorter sessions make another pool: teams3's bounds, kept
+                           (r"(?m)^(bounds_source = .*)$", r"\1\nbounds_fixed = true")):
         text, count = re.subn(pattern, value, text)
         assert count >= 1, pattern
     path = tmp_path_factory.mktemp("real-teams") / "teams3.toml"
