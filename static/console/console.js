@@ -89,8 +89,9 @@ function row(participant) {
   if (participant.robots_identical) {
     const same = document.createElement("strong");
     same.className = "warning";
-    same.title = "Both robots follow the same plan for this participant: the sessions cannot be compared.";
-    same.textContent = " same plan for both robots";
+    same.title = "Two robots follow the same plan for this participant: their sessions cannot be compared.";
+    same.textContent = participant.condition_order && participant.condition_order.length > 2
+      ? " same plan for two robots" : " same plan for both robots";
     step.append(same);
   }
   if (participant.team && !participant.team.target_met) {

@@ -1,5 +1,5 @@
 """Forming the team after practice: the participant's capabilities, the teammate, the
-robots' policies for both sessions."""
+robots' policies for every session (one per condition)."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ class TeamFormation(PartialCookies):
 
     def _choose_teammate(self, participant_id: int, c: np.ndarray, now: float) -> None:
         """Place the participant, measured at ``c``, by the protocol's teammate rule, record
-        the placement and solve both sessions (``docs/pool.md``, "Forming the team under
+        the placement and solve every session (``docs/pool.md``, "Forming the team under
         study")."""
         from study.pool import NoEligibleTeam
 
