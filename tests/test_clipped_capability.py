@@ -243,3 +243,17 @@ def test_a_pilot_s_live_teams_formed_offline_follow_the_declared_consequence(
                   np.array([[0.84, 0.17], [0.84, 0.17]]), ("2025-06-15", "2025-06-15"))
     teams, why = pilot_live_teams(protocol, pilot, protocol.pool_spec().fea)
     assert (len(teams), why) == (placed, unplaced)
+
+
+@pytest.mark.parametrize(("consequence", "follows"), [
+    ("unmatched", "the unmatched page once practice ends, before a team is formed"),
+    ("continue", "the participant continues; the analysis leaves them out "
+                 "(clipped-capability)")])
+def test_study_check_says_what_follows_a_clipped_capability(tmp_path: Path, capsys,
+                                                            consequence: str, follows: str):
+    from study.cli import main
+
+    assert main(["check", str(study2_with(tmp_path, consequence))]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines()
+                if line.strip().startswith("clipped "))
+    assert line.endswith(f"a capability at 0.01 or 0.99 is not a measurement: {follows}")

@@ -86,6 +86,7 @@ def summary(protocol: Any) -> list[str]:
         ("practice", _practice(protocol)),
         ("cookies", "; ".join(f"{c.name}: theme {c.theme}, {c.reference_speed:g} cookies/s "
                               "= capability 1" for c in protocol.cookies)),
+        ("clipped", _clipped(protocol.clipped_capability)),
         ("themes", _themes(protocol)),
         ("too fast", f"a cookie within {protocol.min_cookie_seconds:g} s of the previous "
                      "one is refused"),
@@ -225,6 +226,14 @@ def _ends(recruitment: Any) -> str:
         parts = [part for part in (link.url, link.code and f"code {link.code}") if part]
         return " + ".join(parts) if parts else "-"
     return "; ".join(f"{name} {shown(recruitment.end(name))}" for name in OUTCOMES)
+
+
+def _clipped(consequence: str) -> str:
+    """What follows a capability clipped at 0.01 or 0.99 (``[study] clipped_capability``)."""
+    follows = {"unmatched": "the unmatched page once practice ends, before a team is formed",
+               "continue": "the participant continues; the analysis leaves them out "
+                           "(clipped-capability)"}[consequence]
+    return f"a capability at 0.01 or 0.99 is not a measurement: {follows}"
 
 
 def _analysis(analysis: Any) -> str:
