@@ -289,6 +289,8 @@ def test_the_formation_table_command_prints_the_table(tmp_path):
                           "--pools", str(tmp_path / "pools")], capture_output=True, text=True,
                          check=True).stdout
     assert "| pace (x model times) |" in out and "Where they ended:" in out
+    assert ("| pace (x model times) | squares clipped | squares in range | letters clipped | "
+            "letters in range | in the target team |") in out, "the headroom table"
 
 
 def letters_measure(run: HumanJourneys, code: str, ratings: dict[str, int]) -> dict:
