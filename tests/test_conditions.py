@@ -19,14 +19,26 @@ from study.protocol import ProtocolError, load_protocol, parse_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 THREE = ROOT / "tests" / "three_robots.toml"
+# A fourth robot declared as data (docs/protocol.md, [[algorithms]]): half the slower
+# human's capability utility, half the team's efficiency.
 FOURTH = '''
+[[algorithms]]
+id = "maximin"
+terms = { egalitarian_c = 0.5, efficiency = 0.5 }
+
 [[conditions]]
-id = "fea-efficient"
-algorithm = "fea"
+id = "maximin"
+algorithm = "maximin"
 robot = "Max"
-w = 0.9
+transparency = "Robot Max looks after whoever of you is slower, then the team's cookies."
+'''
+FIFTH = '''
+[[conditions]]
+id = "fea-fair"
+algorithm = "fea"
+robot = "Kim"
+w = 0.2
 fea_bounds = [0.0, 4.0]
-transparency = "Robot Max mostly counts cookies, and a little how evenly the work suits you."
 '''
 
 
@@ -38,7 +50,7 @@ def with_conditions(text: str, extra: str) -> str:
 
 
 def four_robots(folder: Path) -> Path:
-    """The three-robot protocol with a fourth robot (FEA weighted towards efficiency)."""
+    """The three-robot protocol with a fourth robot, a declared maximin algorithm."""
     path = folder / "four.toml"
     path.write_text(with_conditions(THREE.read_text(encoding="utf-8"), FOURTH)
                     .replace('name = "three"', 'name = "four"'), encoding="utf-8")
@@ -84,9 +96,7 @@ def test_one_condition_is_refused_at_the_conditions_line(tmp_path):
 
 
 def test_five_conditions_are_refused_at_the_fifth(tmp_path):
-    fifth = FOURTH.replace('"fea-efficient"', '"fea-fair"').replace('"Max"', '"Kim"') \
-        .replace("w = 0.9", "w = 0.2")
-    five = with_conditions(four_robots(tmp_path).read_text(encoding="utf-8"), fifth)
+    five = with_conditions(four_robots(tmp_path).read_text(encoding="utf-8"), FIFTH)
     error = refused(five, tmp_path)
     assert error.line == line_of(five, "[[conditions]]\nid", 5)
     assert error.field == "conditions.4"
@@ -218,7 +228,7 @@ def test_eight_participants_of_four_robots_hold_each_williams_row_twice(tmp_path
     app = make_app(tmp_path, teammates, FakeClock(), four_robots(tmp_path))
     held = consent_all(app, 8)
     rows = [tuple(order) for order in counterbalanced(
-        ["efficient", "fair", "fea", "fea-efficient"], "alternate")]
+        ["efficient", "fair", "fea", "maximin"], "alternate")]
     assert Counter(held) == dict.fromkeys(rows, 2)
     assert_williams([[rows[0].index(x) for x in order] for order in held[:4]])
 

@@ -182,7 +182,10 @@ def test_four_robots_make_four_sessions_in_a_williams_order(tmp_path, teammates)
     assert len(pairs["pairs"]) == 6
     sessions = app.extensions["study"].storage.all(
         "SELECT number, condition FROM sessions WHERE number > 0 ORDER BY number")
-    assert [s["condition"] for s in sessions] == ["efficient", "fair", "fea", "fea-efficient"]
+    assert [s["condition"] for s in sessions] == ["efficient", "fair", "fea", "maximin"]
+    declared = json.loads(app.extensions["study"].storage.one(
+        "SELECT * FROM sessions WHERE condition = 'maximin'")["algorithm_declaration"])
+    assert declared["terms"] == {"egalitarian_c": 0.5, "efficiency": 0.5}
 
 
 # --- bots over HTTP and Socket.IO --------------------------------------------------------
