@@ -103,7 +103,7 @@ def item_json(protocol: Protocol, item: Item, robot: str | None,
     if item.kind == "pairwise":
         row["pairs"] = [{"key": pair_key(a, b), "a": a, "b": b}
                         for a, b in robot_pairs(robots or [])]
-        row["tie"] = item.tie
+        row["tie"] = fill(protocol, item.tie, robot) if item.tie else None
     if item.scale is not None:
         row.update(scale_json(protocol, item.scale))
     if item.options:
