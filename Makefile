@@ -38,13 +38,14 @@ system-packages:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# The suite runs in parallel: most of its time is Chromium at a human pace and servers
-# waiting on their clocks, not CPU, so more processes than cores pay off. Human-pace tests
-# keep to their lanes (tests/conftest.py), hence --dist loadgroup.
+# Tests that drive Chromium at a person's pace run one at a time, against the round clock,
+# as a person would; every other test runs in parallel (pytest-xdist), since most of its
+# time is servers and clocks waiting, not CPU.
 TEST_PROCESSES ?= 4
 
 test: $(STAMP) system-packages lint
-	$(BIN)/pytest -n $(TEST_PROCESSES) --dist loadgroup
+	$(BIN)/pytest -m "not browser" -n $(TEST_PROCESSES) --dist worksteal
+	$(BIN)/pytest -m browser
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
