@@ -73,11 +73,17 @@ def test_same_name_but_different_protocol_text_names_the_sections(two_sites, tmp
 
 def test_rules_from_the_protocol_and_defaults(tmp_path):
     shipped = design.study_design({}, design.Path("protocols/demo.toml"))
-    assert shipped.rules.exclude == ("aborted", "recovered-capability")
+    # the demo declares clipped_capability = "continue": the analysis leaves them out
+    assert shipped.rules.exclude == ("aborted", "recovered-capability", "clipped-capability")
     assert shipped.manipulation_check is not None and shipped.rounds_per_session == 2
     bare = design.design_from_text('[study]\nname = "x"\nkits = [8, 8]\n', "text")
-    assert bare.rules == design.AnalysisRules() and bare.rounds_per_session == 8
+    assert bare.rules.exclude == (*design.DEFAULT_EXCLUDE, "clipped-capability")
+    assert bare.rounds_per_session == 8
     assert "no [analysis] section" in bare.rules.describe()
+    assert 'clipped_capability = "continue"' in bare.rules.describe()
+    unmatched = design.design_from_text(
+        '[study]\nname = "x"\nkits = [8, 8]\nclipped_capability = "unmatched"\n', "text")
+    assert unmatched.rules == design.AnalysisRules(), "nobody clipped has a session"
     with pytest.raises(InvalidInput, match="choose from"):
         design.rules_from_table({"exclude": ["sleepy"]})
     item = design.Item("check", "Check", "likert", points=7)
