@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from study.algorithms import declaration, declared_algorithm
-from study.model import (
+from study.allocation.algorithms import declaration, declared_algorithm
+from study.allocation.model import (
     Algorithm,
     HumanSums,
     most_capable_type,
@@ -43,13 +43,13 @@ from study.model import (
     sum_last,
     term_value,
 )
+from study.allocation.solver import solve_batch
+from study.allocation.terms import TERMS
 from study.pool.contrast import ROLES, by_role
 from study.pool.placing import algorithm_for
 from study.pool.store import Pool
 from study.pool.summary import study1_table
 from study.pool.teamtypes import TEAM_TYPES
-from study.solver import solve_batch
-from study.terms import TERMS
 
 BASELINE = "efficient"
 ALL_TEAMS = "all"

@@ -23,9 +23,9 @@ from analysis import figures
 from analysis.design import loaded_protocol
 from analysis.flow import clipped_ids
 from analysis.load import StudyData
-from study.calibration import OFF_SHARE, pool_target
-from study.decorator import HIGHEST, LOWEST
-from study.protocol import TASK_NAMES
+from study.calibration.pilot import OFF_SHARE, pool_target
+from study.protocol.loader import TASK_NAMES
+from study.task.decorator import HIGHEST, LOWEST
 
 CONSEQUENCES = {"continue": "the participant continues and the analysis leaves them out, "
                             "rule clipped-capability",

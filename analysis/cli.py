@@ -240,7 +240,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from analysis import figures, plan
     from study.pool.spec import PoolSpec
     from study.pool.store import read_metadata
-    from study.protocol import load_protocol
+    from study.protocol.loader import load_protocol
 
     protocol = load_protocol(args.protocol)
     record = read_metadata(args.pool)
@@ -286,7 +286,7 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     from analysis import algorithm_study
     from study.pool import Pool, ensure_pool
-    from study.protocol import load_protocol
+    from study.protocol.loader import load_protocol
 
     started = time.perf_counter()
     protocol = load_protocol(args.protocol)

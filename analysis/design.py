@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from study.model import InvalidInput
-from study.terms import EXCLUSION_RULES, EXCLUSION_TEXT
+from study.allocation.model import InvalidInput
+from study.allocation.terms import EXCLUSION_RULES, EXCLUSION_TEXT
 
 DEFAULT_EXCLUDE = ("aborted", "incomplete")
 CLIPPED_RULE = "clipped-capability"
@@ -129,7 +129,7 @@ def rules_from_table(table: Mapping[str, Any] | None) -> AnalysisRules:
 def loaded_protocol(text: str) -> Any | None:
     """The protocol object of ``text`` through the study's own loader, or None when the
     text does not load (an older protocol version, for example)."""
-    from study.protocol import load_protocol
+    from study.protocol.loader import load_protocol
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "protocol.toml"

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from study.model import Algorithm, StateSpace, Team, all_metrics
-from study.solver import solve, solve_batch
+from study.allocation.model import Algorithm, StateSpace, Team, all_metrics
+from study.allocation.solver import solve, solve_batch
 
 TIE = 1e-12
 DEFAULT_PERIOD = 4

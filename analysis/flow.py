@@ -28,8 +28,8 @@ import pandas as pd
 from analysis import load
 from analysis.design import AnalysisRules, Design, manipulation_passed
 from analysis.load import StudyData
-from study.decorator import HIGHEST, LOWEST
-from study.terms import EXCLUSION_TEXT
+from study.allocation.terms import EXCLUSION_TEXT
+from study.task.decorator import HIGHEST, LOWEST
 
 # A study has one collaborative session per condition, two to four (docs/protocol.md).
 SESSIONS = 2  # when nothing says how many

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from study.model import InvalidInput
+from study.allocation.model import InvalidInput
 from study.pool.store import read_metadata
 
 EXCLUDED_STEPS = ("withdrawn", "declined")

@@ -25,8 +25,8 @@ import pandas as pd
 from scipy import stats
 from scipy.spatial.distance import jensenshannon
 
-from study.model import Algorithm, most_capable_type
-from study.solver import solve_batch
+from study.allocation.model import Algorithm, most_capable_type
+from study.allocation.solver import solve_batch
 
 DEFAULT_WINDOW = 2
 DEFAULT_BINS = 20

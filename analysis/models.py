@@ -17,7 +17,7 @@ fixed effects and the participant as the unit:
   Grizzle's test comparing the participants' two-period totals between the two orders
   (a carry-over effect shifts those totals; a condition effect does not), for more a
   mixed model with first-order carry-over terms (the condition of the session before),
-  which the orders of ``study.orders`` balance.
+  which the orders of ``study.protocol.orders`` balance.
 
 With the handful of participants of a pilot these are estimates with wide intervals;
 a model that cannot be fitted says why instead of failing the report.
@@ -344,7 +344,7 @@ def carryover_model(frame: pd.DataFrame, outcome: str) -> dict[str, object]:
     """First-order carry-over in a study of more than two periods: a mixed model of the
     outcome with condition, period and the condition of the session before (none in the
     first period) as fixed effects, and the Wald test that every carry-over term is 0.
-    The orders of ``study.orders`` (every order of three conditions, a Williams square of
+    The orders of ``study.protocol.orders`` (every order of three conditions, a Williams square of
     four) balance the condition before, so carry-over and condition are estimable apart."""
     import statsmodels.api as sm
 

@@ -15,7 +15,7 @@ them, so a pair's power is that of the adjusted test:
   (``study.bots.human``) measured in one practice round, as the server measures them,
   under the protocol's reference speeds; the teammate is the pool team's other human.
   Each condition's policy gives the kits (the goal allocation), and every round's cookies
-  come from the decorator model of ``study.decorator`` (gamma times between cookies at the
+  come from the decorator model of ``study.task.decorator`` (gamma times between cookies at the
   speed the capability implies, the first one a forward recurrence time); the model's
   own difference between the conditions, or a given one, is tested with the paired t
   test.
@@ -40,10 +40,10 @@ import pandas as pd
 from scipy import stats
 from tqdm import tqdm
 
-from study.decorator import Decorator
-from study.model import Algorithm, InvalidInput
+from study.allocation.model import Algorithm, InvalidInput
+from study.allocation.solver import solve_batch
 from study.pool.placing import algorithm_for
-from study.solver import solve_batch
+from study.task.decorator import Decorator
 
 DEFAULT_PARTICIPANTS = (6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 TEAM_SAMPLE = 2000  # pool teams whose cookies are simulated once and drawn from
@@ -165,7 +165,7 @@ def pairs_of(conditions: int) -> list[tuple[int, int]]:
 def cookie_counts(speed: np.ndarray, seconds: float, rng: np.random.Generator,
                   variation: float = Decorator.variation) -> np.ndarray:
     """Cookies finished within ``seconds`` by decorators of the given speeds (any shape):
-    the decorator model of ``study.decorator`` drawn for all of them at once."""
+    the decorator model of ``study.task.decorator`` drawn for all of them at once."""
     speed = np.asarray(speed, dtype=float)
     shape = 1.0 / variation ** 2
     mean = 1.0 / speed
@@ -229,11 +229,11 @@ def participant_capabilities(protocol: Any, pilot: Path | None, people: int,
 
     references = tuple(cookie.reference_speed for cookie in protocol.cookies)
     if pilot is not None:
-        from study.calibration import read_pilot
+        from study.calibration.pilot import read_pilot
 
         measured = coefficients(read_pilot(pilot, protocol).speeds, references)
         return measured[rng.integers(0, len(measured), people)]
-    from study.cookies import target
+    from study.task.cookies import target
 
     targets = [target(protocol, task_type) for task_type in range(len(references))]
     speeds = population_speeds(targets, protocol.practice_seconds, people,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.load import StudyData
-from study.model import InvalidInput
+from study.allocation.model import InvalidInput
 
 ID_OFFSET = 10_000_000
 ID_COLUMNS = ("participant_id", "session_id", "round_id")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from study.model import most_capable_type, most_preferred_type
+from study.allocation.model import most_capable_type, most_preferred_type
 
 TABLES = ("teams", "seats", "lobby", "team_rounds", "team_allocations", "seat_cookies")
 

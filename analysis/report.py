@@ -38,10 +38,10 @@ from analysis import (
 from analysis.calibration import section as calibration_section
 from analysis.design import AnalysisRules, Design
 from analysis.load import StudyData
-from study.model import Algorithm
+from study.allocation.model import Algorithm
 from study.pool.spec import PoolSpec
 from study.pool.summary import PAPER_FAIR_GAP
-from study.protocol_schema import ROBOT_ITEM_KINDS
+from study.protocol.schema import ROBOT_ITEM_KINDS
 
 FLOAT_FORMAT = "{:.3f}".format
 # Printed, a table of more columns than these has its column names set upright (wide)
@@ -724,7 +724,7 @@ def _pool_metrics_section(pool: pd.DataFrame, types: pd.Series, spec: PoolSpec,
 
 def _study_protocol(study: Study | None, options: ReportOptions) -> object | None:
     """The study's protocol as the study package loads it, for the plan (None without)."""
-    from study.protocol import load_protocol
+    from study.protocol.loader import load_protocol
 
     if options.protocol is not None:
         return load_protocol(options.protocol)

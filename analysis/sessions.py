@@ -20,8 +20,8 @@ from analysis import fairness_time
 from analysis.load import StudyData
 from analysis.questionnaires import likert, predicted_rating
 from analysis.simulation import per_human_array
-from study.algorithms import from_declaration
-from study.model import (
+from study.allocation.algorithms import from_declaration
+from study.allocation.model import (
     Algorithm,
     all_metrics,
     most_capable_type,

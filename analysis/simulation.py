@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import fairness_time
-from study.model import Algorithm
+from study.allocation.model import Algorithm
 from study.pool.summary import study1_table, study2_table
 from study.pool.teamtypes import TEAM_TYPES
 

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from study.model import Algorithm, all_metrics
-from study.solver import solve_batch
+from study.allocation.model import Algorithm, all_metrics
+from study.allocation.solver import solve_batch
 
 DEFAULT_WEIGHTS = tuple(round(k / 10, 1) for k in range(11))
 ALL_TEAMS = "all"

@@ -39,7 +39,7 @@ import requests
 from study.bots import BEHAVIOURS, Profile, StudyFacts, bot_codes, run_swarm
 from study.bots.flood import Flooded, flood, stored_bytes
 from study.bots.servers import ServeProcess, quick_protocol
-from study.protocol import load_protocol
+from study.protocol.loader import load_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 

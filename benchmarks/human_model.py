@@ -27,8 +27,8 @@ from study.bots.human import (
     pace_speeds,
     population_speeds,
 )
-from study.cookies import target
-from study.protocol import load_protocol
+from study.protocol.loader import load_protocol
+from study.task.cookies import target
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = ("demo", "study1", "study2")

@@ -56,7 +56,7 @@ from study.bots.audit import missing_acknowledged
 from study.bots.light import FAST, HUMAN, SwarmPlan, SwarmReport, Tally, run_light_swarm
 from study.bots.participant import StudyFacts
 from study.bots.servers import ServeProcess, quick_protocol
-from study.protocol import load_protocol
+from study.protocol.loader import load_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 CORES = psutil.cpu_count() or 1

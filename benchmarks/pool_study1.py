@@ -41,12 +41,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from study.model import Algorithm, Team, state_space, team_goal_sums
+from study.allocation.model import Algorithm, Team, state_space, team_goal_sums
+from study.allocation.solver import goal_rewards, reference_action_table, solve, solve_batch
 from study.pool import Match, Pool, PoolSpec, TeammateFilter, build_pool
 from study.pool.build import chunk_table, default_workers
 from study.pool.match import kd_tree_class
 from study.pool.summary import format_summary, summarize
-from study.solver import goal_rewards, reference_action_table, solve, solve_batch
 
 PROTOCOLS = Path(__file__).resolve().parent.parent / "protocols"
 STUDY1 = PROTOCOLS / "study1.toml"

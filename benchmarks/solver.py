@@ -23,9 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from study.model import Algorithm, Team, reward_from_sums, state_space
-from study.pool.columns import COMPUTE_SLICE, goal_sums
-from study.solver import (
+from study.allocation.model import Algorithm, Team, reward_from_sums, state_space
+from study.allocation.solver import (
     exact_action_table,
     goal_rewards,
     optimal_goal_positions,
@@ -33,6 +32,7 @@ from study.solver import (
     solve,
     solve_batch,
 )
+from study.pool.columns import COMPUTE_SLICE, goal_sums
 
 ALGORITHMS = (Algorithm("efficient"), Algorithm("fair"), Algorithm("fea", lo=0.0, hi=2.0))
 DECLARED = (Algorithm("maximin", terms={"efficiency": 0.5, "egalitarian_c": 0.5}),

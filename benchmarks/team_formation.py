@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from study.bots.human import Human, measured_speed
-from study.cookies import target
 from study.pool import Pool, PoolSpec, build_pool
 from study.pool.forming import targets
-from study.protocol import load_protocol, preference_coefficient
+from study.protocol.loader import load_protocol, preference_coefficient
+from study.task.cookies import target
 
 ROOT = Path(__file__).resolve().parents[1]
 PACES = (0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5)  # as tests/human_journeys.py

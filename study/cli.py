@@ -69,8 +69,8 @@ def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> 
     """Parse, run the chosen handler, and turn refused input into one line and exit code 2
     (shared by the ``study`` and ``analysis`` commands)."""
     args = parser.parse_args(argv)
-    from study.terms import InvalidInput
-    from study.tomlsource import ProtocolError
+    from study.allocation.terms import InvalidInput
+    from study.protocol.toml_source import ProtocolError
 
     try:
         return int(args.handler(args) or 0)

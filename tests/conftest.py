@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,6 +13,12 @@ import redis
 from web_support import FakeClock, make_app, small_pool
 
 from study.bots.servers import free_port
+
+# The tests mirror the packages in folders; a test module may share helpers with another
+# (``from test_real_teams import Person``) whatever folder either sits in, and in any order.
+for _folder in sorted({path.parent for path in Path(__file__).parent.rglob("test_*.py")}):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from study.bots.human import Human, share_in_ranges
-from study.protocol import load_protocol
-from study.storage import Storage
+from study.protocol.loader import load_protocol
+from study.storage.database import Storage
 from study.web.participant.journey import Journey
 from study.web.participant.teammate import PoolTeammates
 

@@ -6,7 +6,7 @@ what is wrong and which field and line the error must name::
     # malformed: a misspelt key in [study]
     # expect: study.nmae @ 9
 
-``tests/test_protocol_corpus.py`` checks every file against its ``expect`` line. Run this
+``tests/protocol/test_protocol_corpus.py`` checks every file against its ``expect`` line. Run this
 script again (``python tests/make_malformed_protocols.py``) after a change to the demo
 protocol that every file should share, e.g. a new required section.
 """

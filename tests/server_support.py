@@ -17,7 +17,7 @@ from study.bots import (
     bot_codes,
     run_swarm,
 )
-from study.protocol import load_protocol
+from study.protocol.loader import load_protocol
 
 # Bots that decorate, dawdle, refresh, idle and drop their connection.
 BEHAVIOUR_MIX = (BEHAVIOURS["fast"], replace(BEHAVIOURS["slow"], read_seconds=0.2),

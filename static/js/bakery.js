@@ -16,7 +16,7 @@
   let timer = null;
   const delivered = deliveredRounds();  // rounds whose kit hand-out this tab already showed
   const pending = new Map(); // msg_id -> [event, payload] sent but not yet acknowledged
-  // Every word the page shows: the protocol's [texts] over the defaults of study/texts.py.
+  // Every word the page shows: the protocol's [texts] over the defaults of study/protocol/texts.py.
   const TEXTS = JSON.parse(document.getElementById("texts").textContent);
 
   function t(key, values) {
@@ -24,7 +24,7 @@
       (values && name in values ? String(values[name]) : whole));
   }
 
-  // A text showing a number: its singular `<key>_one` when the number is 1 (study/texts.py).
+  // A text showing a number: its singular `<key>_one` when the number is 1 (study/protocol/texts.py).
   function tn(key, count, values) {
     return t(count === 1 && (key + "_one") in TEXTS ? key + "_one" : key, values);
   }
@@ -222,7 +222,7 @@
   }
 
   // A theme's icing colour and the ink its words are written in on it (dark or white,
-  // whichever contrasts more: the server picks it, study/contrast.py).
+  // whichever contrasts more: the server picks it, study/protocol/colours.py).
   function icing(theme) {
     return "--theme:" + theme.colour + ";--theme-ink:" + theme.ink;
   }

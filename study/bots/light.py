@@ -44,7 +44,7 @@ from study.bots.participant import (
     cookie_content,
     page_answers,
 )
-from study.decorator import Decorator
+from study.task.decorator import Decorator
 
 ACK_TIMEOUT = 4.0  # the page's ACK_TIMEOUT_MS: no answer by then, the message is sent again
 LAG_PROBE_SECONDS = 0.1

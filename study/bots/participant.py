@@ -1,6 +1,6 @@
 """A simulated participant: reads each page's state as the browser does and answers it.
 
-Capabilities drive the cookie pace through ``study.decorator.Decorator`` (the model the
+Capabilities drive the cookie pace through ``study.task.decorator.Decorator`` (the model the
 agent teammate uses), preferences drive the theme ratings, and a behaviour says how the
 participant treats the connection: working steadily, idling, refreshing the page mid-round,
 or leaving for a while and coming back. The ``human`` behaviour decorates element by element
@@ -18,8 +18,8 @@ import numpy as np
 
 from study.bots.client import AckLog, Connection, State
 from study.bots.human import Human
-from study.decorator import Decorator
-from study.protocol_schema import MAX_CONDITIONS
+from study.protocol.schema import MAX_CONDITIONS
+from study.task.decorator import Decorator
 
 TERMINAL_STEPS = ("done", "declined", "withdrawn", "unmatched", "dropped")
 # A real team's bot waits this long beyond what the server announces (a lobby's timer, the

@@ -7,7 +7,7 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
-from study.terms import InvalidInput
+from study.allocation.terms import InvalidInput
 
 
 def register(subcommands: argparse._SubParsersAction) -> None:
@@ -30,7 +30,7 @@ def register(subcommands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from study.backup import BackupFailed, backup, backup_name, keep_backing_up
+    from study.storage.backup import BackupFailed, backup, backup_name, keep_backing_up
 
     if (args.out is None) == (args.every is None):
         raise InvalidInput("--out/--every", None, "give --out FILE for one backup or "

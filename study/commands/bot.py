@@ -8,8 +8,8 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from study.allocation.model import InvalidInput
 from study.bots import BEHAVIOURS, StudyFacts, bot_codes, profile_for, run_swarm
-from study.model import InvalidInput
 
 LINK_CODE = re.compile(r"/p/([^/?#\s]+)")
 
@@ -83,7 +83,7 @@ def codes_from(path: Path, count: int) -> list[str]:
 def facts_from(path: Path | None) -> StudyFacts:
     if path is None:
         return StudyFacts()
-    from study.protocol import load_protocol
+    from study.protocol.loader import load_protocol
 
     return StudyFacts.from_protocol(load_protocol(path))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from study.calibration import Calibration
+    from study.calibration.pilot import Calibration
 
 # numpy and the protocol loader are imported by the handler.
 
@@ -45,7 +45,8 @@ def register(subcommands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from study.calibration import (
+    from study.allocation.terms import InvalidInput
+    from study.calibration.pilot import (
         MIN_PARTICIPANTS,
         Request,
         calibrate,
@@ -54,9 +55,8 @@ def run(args: argparse.Namespace) -> int:
     )
     from study.commands.check import refuse_stale_bounds
     from study.pool.bounds import parse_percentiles
-    from study.protocol import load_protocol, parse_protocol
-    from study.terms import InvalidInput
-    from study.tomlsource import TomlSource
+    from study.protocol.loader import load_protocol, parse_protocol
+    from study.protocol.toml_source import TomlSource
 
     if args.out.resolve() == args.protocol.resolve():
         raise InvalidInput("--out", str(args.out), "is the protocol itself; write a new file")

@@ -27,8 +27,8 @@ def register(subcommands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from study.protocol import load_protocol
-    from study.terms import InvalidInput
+    from study.allocation.terms import InvalidInput
+    from study.protocol.loader import load_protocol
 
     if args.schema is None and not args.protocols:
         raise InvalidInput("PROTOCOL", None, "name a protocol file to check, or --schema")
@@ -52,7 +52,7 @@ def refuse_stale_bounds(protocol: Any, source: Any = None) -> None:
     ``source``: the protocol's ``TomlSource`` when it is not read from its path."""
     problem = protocol.pool_spec().stale_bounds()
     if problem is not None:
-        from study.tomlsource import TomlSource
+        from study.protocol.toml_source import TomlSource
 
         raise (source or TomlSource.read(protocol.path)).error("pool.fea.bounds_source",
                                                                problem)
@@ -62,7 +62,7 @@ def schema_text() -> str:
     """The JSON Schema exactly as published in ``docs/protocol.schema.json``."""
     import json
 
-    from study.protocol_schema import json_schema
+    from study.protocol.schema import json_schema
 
     return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
 
@@ -77,7 +77,7 @@ def write_schema(target: str) -> None:
 
 def summary(protocol: Any) -> list[str]:
     """Readable lines describing the study a valid protocol sets up."""
-    from study.recruitment import bonus_summary
+    from study.protocol.recruitment import bonus_summary
 
     rows = [
         ("conditions", _conditions(protocol)),
@@ -109,7 +109,7 @@ def summary(protocol: Any) -> list[str]:
 
 
 def _conditions(protocol: Any) -> str:
-    from study import orders
+    from study.protocol import orders
 
     robots = "; ".join(f"{c.id}: Robot {c.robot} runs {c.algorithm}"
                        + (f" (w {c.w:g})" if c.algorithm == "fea" else "")
@@ -173,7 +173,7 @@ def _themes(protocol: Any) -> str:
 def _team(team: Any, pages: dict[str, Any]) -> str:
     """A [team]'s seats, how the lobby forms it, its timers and its fallback, and the
     versions of its team page (who is in the team: people, agents)."""
-    from study.protocol_schema import TEAM_PAGES
+    from study.protocol.schema import TEAM_PAGES
     formed = ("by arrival" if team.formation == "arrival"
               else f"by traits into {'/'.join(team.team_types)}")
     timers = "; ".join(f"{name} {seconds:g} s" for name, seconds in (
@@ -199,7 +199,7 @@ def _teammate(protocol: Any) -> str:
 
 
 def _solver(protocol: Any) -> str:
-    from study.protocol_checks import solver_size
+    from study.protocol.checks import solver_size
 
     return solver_size(protocol.kits, protocol.pool_spec().teams).describe()
 
@@ -220,7 +220,7 @@ def _recruitment(recruitment: Any) -> str:
 
 def _ends(recruitment: Any) -> str:
     """Each way out of the study as its end page offers it: the address and the code."""
-    from study.recruitment import OUTCOMES
+    from study.protocol.recruitment import OUTCOMES
 
     def shown(link: Any) -> str:
         parts = [part for part in (link.url, link.code and f"code {link.code}") if part]

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     from study.pool import Pool, ensure_pool
     from study.pool.contrast import contrast, format_contrast
-    from study.protocol import load_protocol
+    from study.protocol.loader import load_protocol
 
     protocol = load_protocol(args.protocol)
     pool = Pool.open(ensure_pool(protocol.pool_spec(), args.pools))

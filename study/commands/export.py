@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from study.export import build_export, write_export
-from study.model import InvalidInput
+from study.allocation.model import InvalidInput
+from study.exports.tables import build_export, write_export
 
 
 def register(subcommands: argparse._SubParsersAction) -> None:
@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write_bonuses(db: Path, out: Path, protocol: Path | None, again: bool) -> int:
-    from study.bonus import REASONS, export_bonuses
-    from study.recruitment import bonus_summary
+    from study.exports.bonus import REASONS, export_bonuses
+    from study.protocol.recruitment import bonus_summary
 
     result, written = export_bonuses(db, out, protocol, again)
     table, payable, money = result.table, result.payable(), result.rule.currency

@@ -59,7 +59,7 @@ def check_console_guard(args: argparse.Namespace) -> None:
     """Refuse to serve the console without a password where others can reach it (it shows
     every participant and lets anyone download every answer), unless ``--open-console``
     asks for it: a demo on a trusted network."""
-    from study.terms import InvalidInput
+    from study.allocation.terms import InvalidInput
 
     exposed = exposed_console(args)
     if exposed is not None and not args.open_console:
@@ -176,7 +176,7 @@ def _port(text: str) -> int:
 
 def check_ports(args: argparse.Namespace) -> None:
     """Worker and Redis ports only where they are used, and within the port numbers."""
-    from study.terms import InvalidInput
+    from study.allocation.terms import InvalidInput
 
     if args.workers == 1 and (args.redis_port or (args.worker_ports and not args.tls_cert)):
         raise InvalidInput("--worker-ports/--redis-port", args.worker_ports or args.redis_port,
@@ -192,7 +192,7 @@ def check_ports(args: argparse.Namespace) -> None:
 def tls_of(args: argparse.Namespace) -> Any:
     """The HTTPS asked for (``study.web.serving.deploy.Tls``), None without ``--tls-cert``; files
     that cannot be read are refused by name before anything starts."""
-    from study.terms import InvalidInput
+    from study.allocation.terms import InvalidInput
 
     if args.tls_cert is None and args.tls_key is None:
         if args.http_port is not None:
@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
 
         monkey.patch_all()
     from study.commands.check import refuse_stale_bounds
-    from study.protocol import load_protocol
+    from study.protocol.loader import load_protocol
     from study.web.serving.deploy import Balanced, Single, ensure_pool_of
 
     protocol = load_protocol(args.protocol)

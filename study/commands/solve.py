@@ -11,13 +11,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from study.model import ALGORITHMS, DEFAULT_FEA_WEIGHT, Algorithm, InvalidInput, Team, all_metrics
-from study.solver import ORDERS, SOLVERS, Policy, solve, solve_batch
+from study.allocation.model import (
+    ALGORITHMS,
+    DEFAULT_FEA_WEIGHT,
+    Algorithm,
+    InvalidInput,
+    Team,
+    all_metrics,
+)
+from study.allocation.solver import ORDERS, SOLVERS, Policy, solve, solve_batch
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from study.protocol import Protocol
+    from study.protocol.loader import Protocol
 
 TASK_NAMES = {0: "squares", 1: "letters"}
 COEFFICIENT_COLUMN = re.compile(r"^(c|p|history)_(\d+)_(\d+)$")
@@ -92,7 +99,7 @@ def algorithms_from(args: argparse.Namespace,
     """The algorithms asked for: presets (FEA with --w and --fea-bounds), or with a
     protocol its presets and declared algorithms as it runs them."""
     if protocol is not None:
-        from study.algorithms import protocol_algorithm
+        from study.allocation.algorithms import protocol_algorithm
 
         for flag, value in (("--w", args.w), ("--fea-bounds", args.fea_bounds)):
             if value is not None:
@@ -119,7 +126,7 @@ def protocol_algorithm_names(protocol: Protocol) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     protocol = None
     if args.protocol is not None:
-        from study.protocol import load_protocol
+        from study.protocol.loader import load_protocol
 
         protocol = load_protocol(args.protocol)
     kits = args.kits if args.kits is not None or protocol is None else protocol.kits

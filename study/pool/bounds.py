@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from study.model import InvalidInput, state_space
+from study.allocation.model import InvalidInput, state_space
 from study.pool.columns import goal_sums
 from study.pool.sampling import SAMPLING_BLOCK, sample_teams
 from study.pool.spec import PoolSpec

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from study.model import InvalidInput, validate_coefficients
+from study.allocation.model import InvalidInput, validate_coefficients
 from study.pool.columns import team_column_slices
 from study.pool.sampling import sample_teams
 from study.pool.spec import DEFAULT_CHUNK, PoolSpec

@@ -1,6 +1,6 @@
 """The per-team columns of a pool: every algorithm's goal, reward, metrics and the gaps.
 
-The goal-state sums come from ``study.model.goal_major_sums`` (goals first, teams last;
+The goal-state sums come from ``study.allocation.model.goal_major_sums`` (goals first, teams last;
 bit-identical whatever the chunk size) and are shared by every algorithm; the optimal
 goals come from the solver's lookup by the set of optimal goals, as ``solve_batch``'s do.
 Every value at a team's goal is read from the goal-major arrays by one flat gather.
@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from study.model import (
+from study.allocation.model import (
     Algorithm,
     GoalSums,
     StateSpace,
@@ -24,9 +24,9 @@ from study.model import (
     scale_fair_equity,
     state_space,
 )
+from study.allocation.solver import at_positions, optimal_goal_positions
 from study.pool.spec import PoolSpec
 from study.pool.teamtypes import most_capable_human, team_type_codes
-from study.solver import at_positions, optimal_goal_positions
 
 
 def goal_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> GoalSums:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from study.model import first_argmax
+from study.allocation.model import first_argmax
 from study.pool.match import Match, MemberIndex, participant_vector
 from study.pool.names import TEAM_TYPES
 from study.pool.spec import PoolSpec, TeammateFilter

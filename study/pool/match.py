@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from study.model import InvalidInput
+from study.allocation.model import InvalidInput
 from study.pool.names import COMPARATIVE_ADVANTAGE
 from study.pool.teamtypes import positively_correlated
 

@@ -18,11 +18,11 @@ from typing import Protocol as Interface
 
 import numpy as np
 
-from study.algorithms import declared_algorithm
-from study.decorator import HIGHEST, LOWEST
-from study.model import Algorithm, Team
-from study.solver import Policy, solve
-from study.terms import DeclaredAlgorithm
+from study.allocation.algorithms import declared_algorithm
+from study.allocation.model import Algorithm, Team
+from study.allocation.solver import Policy, solve
+from study.allocation.terms import DeclaredAlgorithm
+from study.task.decorator import HIGHEST, LOWEST
 
 # Pool members tried, nearest first, for one whose live team every two robots treat
 # differently.
@@ -51,7 +51,7 @@ class Placement(Interface):
 
 
 class Robot(Interface):
-    """What a condition's robot solves with (``study.protocol.Condition``): a preset by
+    """What a condition's robot solves with (``study.protocol.loader.Condition``): a preset by
     name, or the ``[[algorithms]]`` table it runs (``declared``)."""
 
     id: str

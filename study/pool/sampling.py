@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from study.model import InvalidInput
+from study.allocation.model import InvalidInput
 from study.pool.columns import fair_gaps
 from study.pool.spec import PoolSpec, interval_arrays
 from study.pool.teamtypes import team_type_codes

@@ -17,14 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from study.pool.names import (
-    COMPARATIVE_ADVANTAGE,
-    MOST_CAPABLE_READINGS,
-    TEAM_TYPES,
-    TEAMMATE_RULES,
-    UNPLACED,
-)
-from study.terms import (
+from study.allocation.terms import (
     ALGORITHMS,
     MEMORY_SCOPES,
     DeclaredAlgorithm,
@@ -32,12 +25,19 @@ from study.terms import (
     terms_problems,
     validate_kits,
 )
-from study.tomlsource import ProtocolError, TomlSource
+from study.pool.names import (
+    COMPARATIVE_ADVANTAGE,
+    MOST_CAPABLE_READINGS,
+    TEAM_TYPES,
+    TEAMMATE_RULES,
+    UNPLACED,
+)
+from study.protocol.toml_source import ProtocolError, TomlSource
 
 if TYPE_CHECKING:  # numpy and the model are imported where a spec is used, not read
     import numpy as np
 
-    from study.model import Algorithm
+    from study.allocation.model import Algorithm
 
 # Bump when the pool file's columns or the sampling scheme change: it is part of the
 # digest, so ``ensure_pool`` never reuses a pool built the old way.
@@ -204,11 +204,11 @@ class PoolSpec:
         """The model's algorithm the pool solves by ``name``: a preset (FEA with the pool's
         weight and bounds) or a declared one (a fair_equity term on the pool's bounds
         unless it has its own)."""
-        from study.model import Algorithm
+        from study.allocation.model import Algorithm
 
         declared = next((a for a in self.declared if a.id == name), None)
         if declared is not None:
-            from study.algorithms import declared_algorithm
+            from study.allocation.algorithms import declared_algorithm
 
             return declared_algorithm(declared, None if self.fea is None
                                       else (self.fea.lo, self.fea.hi))
@@ -466,7 +466,7 @@ def _declared_algorithm(table: Mapping[str, Any], error: ErrorFactory,
         raise error(f"{where}.memory", f"{memory!r}: expected one of {', '.join(MEMORY_SCOPES)}")
     digest = table.get("python_sha256")
     if python is not None and digest is None and folder is not None:
-        from study.algorithms import code_sha256
+        from study.allocation.algorithms import code_sha256
 
         digest = code_sha256(python, folder)
     return DeclaredAlgorithm(

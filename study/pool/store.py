@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from study.model import InvalidInput
+from study.allocation.model import InvalidInput
 from study.pool.match import Match, MemberIndex
 from study.pool.spec import POOL_FORMAT, Criteria, PoolSpec, TeammateFilter
 from study.pool.teamtypes import TEAM_TYPES

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from study.model import first_argmax, sum_last
+from study.allocation.model import first_argmax, sum_last
 from study.pool.names import (
     COMPARATIVE_ADVANTAGE,
     HIGHEST_COEFFICIENT,

@@ -8,7 +8,7 @@ Config keys: ``PROTOCOL`` (path, required), ``DATABASE`` (default ``var/<name>.s
 ``MESSAGE_QUEUE`` (a Redis URL shared by several server processes, default none; it also
 holds the participants' message rate limits, ``study.web.participant.admission``),
 ``DURABILITY`` (``full`` by default, or ``normal``: what a commit waits for, see
-``study.storage.SYNCHRONOUS``),
+``study.storage.database.SYNCHRONOUS``),
 ``STUDY_CONSOLE_PASSWORD`` (the experimenter console's; see ``study.web.console.auth``),
 ``STUDY_TRUST_PROXY`` (trust a proxy's forwarded headers; see ``study.web.serving.security``),
 ``ENROL_RATE_LIMIT`` (new participants per client address, e.g. ``"600 per minute"``).
@@ -26,8 +26,8 @@ from typing import Any
 
 from flask_socketio import SocketIO
 
-from study.protocol import load_protocol
-from study.storage import Storage
+from study.protocol.loader import load_protocol
+from study.storage.database import Storage
 from study.web.console import views as console
 from study.web.participant import error_pages, sockets
 from study.web.participant import links as participant

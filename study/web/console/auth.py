@@ -23,7 +23,7 @@ from typing import Any
 
 from flask import abort, current_app, redirect, request, session, url_for
 
-from study.storage_health import StorageUnavailable
+from study.storage.health import StorageUnavailable
 
 PASSWORD_KEY = "STUDY_CONSOLE_PASSWORD"
 SESSION_KEY = "console_auth"

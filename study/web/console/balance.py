@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from study.orders import counterbalanced
+from study.protocol.orders import counterbalanced
 
 # Participants in these steps will never contribute data to their order (a person dropped
 # from a real team's seat for being away or late plays no more rounds).
@@ -22,7 +22,7 @@ LOST_STATUSES = ("aborted",)
 
 
 def orders(condition_ids: list[str], mode: str) -> list[list[str]]:
-    """The orders in rotation (``study.orders``): every order of two or three conditions,
+    """The orders in rotation (``study.protocol.orders``): every order of two or three conditions,
     a balanced Latin square of four, or just the listed one."""
     return counterbalanced(condition_ids, mode)
 

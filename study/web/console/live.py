@@ -13,8 +13,8 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from study.calibration import OFF_SHARE
-from study.decorator import HIGHEST, LOWEST
+from study.calibration.pilot import OFF_SHARE
+from study.task.decorator import HIGHEST, LOWEST
 
 Range = tuple[float, float]
 

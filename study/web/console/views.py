@@ -30,9 +30,9 @@ from flask import (
 )
 from flask_socketio import SocketIO, disconnect
 
-from study.calibration import pool_target
-from study.export import build_export, record_server_run, zip_export
-from study.storage_health import disk_space
+from study.calibration.pilot import pool_target
+from study.exports.tables import build_export, record_server_run, zip_export
+from study.storage.health import disk_space
 from study.web.console import auth, holds, live, teams
 from study.web.participant import binding
 from study.web.participant.rejections import Rejected
@@ -135,7 +135,7 @@ def current_snapshot(app: Flask) -> dict[str, Any]:
 def storage_status(storage: Any) -> dict[str, Any]:
     """Whether this process can write the database (a full disk: since when, how many
     writes failed) and the free space of its filesystem, low below the documented
-    threshold (``study.storage_health.disk_space``)."""
+    threshold (``study.storage.health.disk_space``)."""
     return {**storage.health.status(), "disk": disk_space(storage.path)}
 
 

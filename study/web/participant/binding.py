@@ -16,7 +16,7 @@ import hashlib
 import secrets
 from typing import Any
 
-from study.storage import Storage
+from study.storage.database import Storage
 from study.web.serving.processes import ALIVE_SECONDS
 
 BROWSER_COOKIE = "study_browser"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from study.protocol import Protocol
-from study.storage import Storage
+from study.protocol.loader import Protocol
+from study.storage.database import Storage
 
 # The steps that end a study by themselves; ``unmatched`` depends on where it happened.
 STEP_OUTCOMES = {"done": "finished", "declined": "declined", "withdrawn": "withdrawn",

@@ -19,11 +19,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from study.protocol import Protocol
-from study.recruitment import is_valid_id
-from study.solver import Policy
-from study.storage import Storage, to_json
-from study.storage_health import RETRY_AFTER_SECONDS, StorageUnavailable
+from study.allocation.solver import Policy
+from study.protocol.loader import Protocol
+from study.protocol.recruitment import is_valid_id
+from study.storage.database import Storage, to_json
+from study.storage.health import RETRY_AFTER_SECONDS, StorageUnavailable
 from study.web.console.balance import balanced_order
 from study.web.participant import binding
 from study.web.participant.admission import Admission
@@ -138,7 +138,7 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
     def _recruitment_id(self, ids: dict[str, str]) -> str | None:
         """The link's recruitment id, as the link carried it (nothing cut off), if it has
         the platform's format; any other id is refused before anything is stored: it
-        would reach the bulk bonus file (``study.recruitment``)."""
+        would reach the bulk bonus file (``study.protocol.recruitment``)."""
         recruitment = self.protocol.recruitment
         parameter, expected = recruitment.id_parameter, recruitment.id_format
         if parameter is None or expected is None:

@@ -10,10 +10,10 @@ import re
 from itertools import combinations
 from typing import Any
 
-from study.contrast import ink_on
-from study.cookies import target
-from study.protocol import Item, Protocol, Questionnaire, Scale
-from study.protocol_schema import MAX_CONDITIONS
+from study.protocol.colours import ink_on
+from study.protocol.loader import Item, Protocol, Questionnaire, Scale
+from study.protocol.schema import MAX_CONDITIONS
+from study.task.cookies import target
 from study.web.console import holds
 from study.web.participant import rounds, withdrawal
 from study.web.participant.rejections import Rejected

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from study.cookies import matches, target
-from study.protocol import TASK_NAMES, Protocol
-from study.solver import Policy
-from study.storage import Storage, to_json
-from study.storage_health import StorageUnavailable
+from study.allocation.solver import Policy
+from study.protocol.loader import TASK_NAMES, Protocol
+from study.storage.database import Storage, to_json
+from study.storage.health import StorageUnavailable
+from study.task.cookies import matches, target
 from study.web.participant import rounds
 from study.web.participant.inputs import whole
 from study.web.participant.pages import ROUND_STEPS

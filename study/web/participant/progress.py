@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from study.cookies import target
-from study.protocol import Protocol
-from study.storage import Storage, to_json
+from study.protocol.loader import Protocol
+from study.storage.database import Storage, to_json
+from study.task.cookies import target
 from study.web.console.holds import held_intervals
 from study.web.participant.rejections import Rejected
 

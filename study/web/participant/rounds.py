@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from study.cookies import theme_scale
-from study.decorator import Decorator, round_rng
-from study.protocol import Protocol
-from study.solver import Policy
+from study.allocation.solver import Policy
+from study.protocol.loader import Protocol
+from study.task.cookies import theme_scale
+from study.task.decorator import Decorator, round_rng
 
 # A round the scheduler closes later than this after its deadline is closed ``late`` (the
 # database could not be written, e.g. a full disk): longer than a lease takeover (2 s) takes.

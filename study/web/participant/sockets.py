@@ -27,7 +27,7 @@ from typing import Any
 from flask import request
 from flask_socketio import SocketIO, join_room
 
-from study.storage_health import StorageUnavailable
+from study.storage.health import StorageUnavailable
 from study.web.participant import binding
 from study.web.participant.inputs import TOO_DEEP
 from study.web.participant.journey import Journey, unavailable

@@ -6,9 +6,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from study.cookies import target
-from study.protocol import TASK_NAMES, Protocol
-from study.storage import Storage
+from study.protocol.loader import TASK_NAMES, Protocol
+from study.storage.database import Storage
+from study.task.cookies import target
 from study.web.participant import ends, pages
 from study.web.participant.admission import Admission
 from study.web.participant.pages import ROUND_STEPS, session_number

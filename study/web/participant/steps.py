@@ -15,8 +15,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from study.protocol import Protocol, preference_coefficient
-from study.storage import Storage
+from study.protocol.loader import Protocol, preference_coefficient
+from study.storage.database import Storage
 from study.web.console import holds
 from study.web.participant import pages, withdrawal
 from study.web.participant.pages import ROUND_STEPS, next_step, session_number, steps_of

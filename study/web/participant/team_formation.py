@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from study.decorator import HIGHEST, LOWEST, coefficient_from_speed
+from study.allocation.solver import Policy
 from study.pool.placing import Placed, clipped, place, tied
-from study.protocol import TASK_NAMES, Protocol
-from study.solver import Policy
-from study.storage import Storage
+from study.protocol.loader import TASK_NAMES, Protocol
+from study.storage.database import Storage
+from study.task.decorator import HIGHEST, LOWEST, coefficient_from_speed
 from study.web.participant import rounds
 from study.web.participant.progress import PartialCookies, RoundSpeed, round_speed
 from study.web.participant.team import Teams

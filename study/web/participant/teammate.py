@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from study.algorithms import declaration, from_declaration
-from study.model import Algorithm, Team
+from study.allocation.algorithms import declaration, from_declaration
+from study.allocation.model import Algorithm, Team
+from study.allocation.solver import Policy, solve
 from study.pool.placing import (
     CANDIDATES,
     Member,
@@ -25,8 +26,7 @@ from study.pool.placing import (
     algorithm_for,
     live_team,
 )
-from study.protocol import Condition, Protocol
-from study.solver import Policy, solve
+from study.protocol.loader import Condition, Protocol
 
 __all__ = ["CANDIDATES", "Placement", "PoolTeammates", "TeammateMatch", "TeammateSource",
            "algorithm_for", "live_team", "policy_of", "session_row"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlite_utils
 
-TABLE = "withdrawal_links"  # created with the study's schema (study.storage)
+TABLE = "withdrawal_links"  # created with the study's schema (study.storage.database)
 TOKEN_BYTES = 18  # 24 URL-safe characters
 
 

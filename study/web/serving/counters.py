@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
-from study.storage import Storage
-from study.storage_health import StorageUnavailable
+from study.storage.database import Storage
+from study.storage.health import StorageUnavailable
 
 UNJOINED = "unjoined-messages"
 FLUSH_SECONDS = 1.0

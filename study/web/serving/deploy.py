@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from study.model import InvalidInput
+from study.allocation.model import InvalidInput
 from study.web.serving.collector import ShortCollections
 
 # Connections one gevent worker accepts (gunicorn's default is 1,000).
@@ -115,7 +115,7 @@ def prepare_database(database: Path, durability: str) -> None:
     """Create the database, its tables and its WAL journal once, before any worker opens it:
     workers opening a fresh file together could race to switch it to WAL ("database is
     locked"), which SQLite's busy timeout does not cover."""
-    from study.storage import Storage
+    from study.storage.database import Storage
 
     Storage(database, durability).close()
 

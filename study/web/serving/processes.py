@@ -16,7 +16,7 @@ import socket
 from collections import Counter
 from collections.abc import Callable
 
-from study.storage import Storage
+from study.storage.database import Storage
 
 HEARTBEAT_SECONDS = 0.5
 # A lease lapses this long after its last renewal, so a dead holder's rounds are taken over

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 
-from study.storage_health import StorageUnavailable
+from study.storage.health import StorageUnavailable
 from study.web.participant.journey import Journey
 from study.web.serving.processes import HEARTBEAT_SECONDS, Processes
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from flask import Flask, current_app, render_template
 
-from study.storage_health import RETRY_AFTER_SECONDS, StorageUnavailable
+from study.storage.health import RETRY_AFTER_SECONDS, StorageUnavailable
 
 # A page reloads itself later than a message is resent: a reload costs the server more.
 PAGE_RETRY_SECONDS = 3 * RETRY_AFTER_SECONDS

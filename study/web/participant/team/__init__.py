@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from study.protocol import Protocol
-from study.storage import Storage
+from study.protocol.loader import Protocol
+from study.storage.database import Storage
 from study.web.participant.team.founding import Founding
 from study.web.participant.team.lobby import Lobby
 from study.web.participant.team.play import TeamPlay

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from study.cookies import theme_scale
-from study.decorator import Decorator, round_rng
 from study.pool.names import TEAM_TYPES
 from study.pool.teamtypes import team_type_codes
-from study.protocol import Protocol
+from study.protocol.loader import Protocol
+from study.task.cookies import theme_scale
+from study.task.decorator import Decorator, round_rng
 
 
 @dataclass(frozen=True)

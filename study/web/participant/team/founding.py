@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from study.model import Team
-from study.orders import counterbalanced
+from study.allocation.model import Team
+from study.allocation.solver import Policy
 from study.pool.placing import session_policies
-from study.protocol import TASK_NAMES, Protocol
-from study.solver import Policy
-from study.storage import Storage, to_json
+from study.protocol.loader import TASK_NAMES, Protocol
+from study.protocol.orders import counterbalanced
+from study.storage.database import Storage, to_json
 from study.web.participant.team.agents import SeatFill, live_type
 from study.web.participant.teammate import algorithm_for, session_row
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from study.pool.names import TEAM_TYPES
 from study.pool.teamtypes import team_type_codes
-from study.protocol import Protocol, TeamDesign
-from study.storage import Storage
+from study.protocol.loader import Protocol, TeamDesign
+from study.storage.database import Storage
 from study.web.participant.rejections import Rejected
 from study.web.participant.team.agents import fill_with_agents
 from study.web.participant.team.founding import Founding, Person

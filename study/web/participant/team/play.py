@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from study.cookies import cookie_elements, target
-from study.model import Team
-from study.protocol import TASK_NAMES, Protocol, TeamDesign
-from study.protocol_schema import team_page
-from study.solver import Policy, solve
-from study.storage import Storage, to_json
+from study.allocation.model import Team
+from study.allocation.solver import Policy, solve
+from study.protocol.loader import TASK_NAMES, Protocol, TeamDesign
+from study.protocol.schema import team_page
+from study.storage.database import Storage, to_json
+from study.task.cookies import cookie_elements, target
 from study.web.participant import rounds
 from study.web.participant.pages import journey_steps
 from study.web.participant.team.agents import agent, agent_times

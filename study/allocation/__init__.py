@@ -1,0 +1,3 @@
+"""The allocation model and its solver: teams, states, metrics, goal rewards, algorithms as
+data, optimal policies.
+"""

@@ -1,0 +1,1 @@
+"""A protocol calibrated from a pilot: reference speeds, sampling ranges, FEA bounds."""

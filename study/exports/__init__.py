@@ -1,0 +1,1 @@
+"""What leaves the database: tidy tables with their codebook, bulk bonus files."""

@@ -1,0 +1,3 @@
+"""A study protocol: loading its TOML, the schema, checks between parts, the page's texts,
+recruitment and condition orders.
+"""

@@ -1,0 +1,698 @@
+"""The study database: SQLite through sqlite-utils, one transaction per event.
+
+A participant's data must survive a crash at any moment, so every event is committed before
+it is acknowledged (WAL; ``synchronous=FULL`` unless a study chooses ``normal`` durability,
+see ``SYNCHRONOUS``) and nothing lives only in memory. Columns are explained in
+``docs/database.md``. One connection per process serves its participants behind a lock, and
+events of the process that queue behind a transaction share its commit: SQLite has a single
+writer anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from study.storage.health import StorageHealth, StorageUnavailable, is_storage_fault
+
+REAL, INT, TEXT = float, int, str
+# How long a write waits for another process's transaction before it gives up.
+BUSY_TIMEOUT_SECONDS = 30
+# What a commit waits for (SQLite's ``synchronous``, in WAL mode). ``full``: the disk, so
+# every committed event survives a power cut. ``normal``: the operating system, so every
+# committed event survives a crash of the server; a power cut or an operating-system crash
+# may lose the events since the last checkpoint (the database stays consistent).
+SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
+# How long the checkpoint after a withdrawal waits for other connections' readers.
+CHECKPOINT_WAIT_SECONDS = 1.0
+# What a write-ahead log keeps of its size once checkpointed: space a full disk once gave it
+# goes back to the filesystem.
+JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
+
+# table -> (columns, not-null columns, foreign keys, unique column groups)
+SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[list[str]]]] = {
+    "participants": (
+        {"id": INT, "code": TEXT, "protocol": TEXT, "created_at": REAL, "step": TEXT,
+         "condition_order": TEXT, "external_ids": TEXT, "consent": TEXT, "consent_at": REAL,
+         "data_consent": TEXT, "finished_at": REAL, "withdrawn_at": REAL,
+         "robots_identical": INT, "recruitment_id": TEXT, "origin": TEXT, "themes": TEXT,
+         "themes_rule": TEXT, "withdrawn_from": TEXT, "tie_preferred": INT},
+        {"code", "protocol", "created_at", "step"}, [], [["code"]]),
+    "steps": (
+        {"id": INT, "participant_id": INT, "step": TEXT, "at": REAL},
+        {"participant_id", "step", "at"}, [("participant_id", "participants")], []),
+    "sessions": (
+        {"id": INT, "participant_id": INT, "number": INT, "kind": TEXT, "condition": TEXT,
+         "algorithm": TEXT, "robot": TEXT, "w": REAL, "fea_lo": REAL, "fea_hi": REAL,
+         "round_order": TEXT, "participant_human": INT, "team_c": TEXT, "team_p": TEXT,
+         "goal": TEXT, "plan": TEXT, "reward": REAL, "rounds": INT, "created_at": REAL,
+         "finished_at": REAL, "team_id": INT, "algorithm_declaration": TEXT, "history": TEXT},
+        {"participant_id", "number", "kind", "rounds", "created_at"},
+        [("participant_id", "participants")], [["participant_id", "number"]]),
+    "rounds": (
+        {"id": INT, "session_id": INT, "participant_id": INT, "number": INT, "task_type": INT,
+         "task_name": TEXT, "teammate_task_type": INT, "theme": TEXT, "teammate_theme": TEXT,
+         "started_at": REAL, "deadline": REAL,
+         "seconds": REAL, "closed_at": REAL, "close_reason": TEXT, "participant_cookies": INT,
+         "teammate_cookies": INT, "alive_until": REAL, "close_delay": REAL,
+         "team_round_id": INT},
+        {"session_id", "participant_id", "number", "task_type", "started_at", "deadline",
+         "seconds", "participant_cookies", "teammate_cookies"},
+        [("session_id", "sessions"), ("participant_id", "participants")],
+        [["session_id", "number"]]),
+    "allocations": (
+        {"id": INT, "round_id": INT, "session_id": INT, "participant_id": INT, "round": INT,
+         "human": INT, "role": TEXT, "task_type": INT, "task_name": TEXT, "held_before": TEXT,
+         "at": REAL},
+        {"round_id", "session_id", "participant_id", "round", "human", "role", "task_type",
+         "at"},
+        [("round_id", "rounds"), ("session_id", "sessions"),
+         ("participant_id", "participants")], [["round_id", "human"]]),
+    "cookies": (
+        {"id": INT, "round_id": INT, "participant_id": INT, "actor": TEXT, "number": INT,
+         "task_type": INT, "task_name": TEXT, "finished_at": REAL, "seconds": REAL,
+         "content": TEXT, "msg_id": TEXT},
+        {"round_id", "participant_id", "actor", "number", "task_type", "finished_at",
+         "seconds"},
+        [("round_id", "rounds"), ("participant_id", "participants")],
+        [["round_id", "actor", "number"]]),
+    "progress": (
+        {"id": INT, "round_id": INT, "participant_id": INT, "cookie": INT, "at": REAL,
+         "placed": INT, "correct": INT, "fraction": REAL, "msg_id": TEXT, "content": TEXT},
+        {"round_id", "participant_id", "cookie", "at", "placed", "correct", "fraction"},
+        [("round_id", "rounds"), ("participant_id", "participants")], []),
+    "answers": (
+        {"id": INT, "participant_id": INT, "questionnaire": TEXT, "session_id": INT,
+         "condition": TEXT, "item": TEXT, "label": TEXT, "value_number": REAL,
+         "value_text": TEXT, "at": REAL},
+        {"participant_id", "questionnaire", "item", "at"},
+        [("participant_id", "participants"), ("session_id", "sessions")],
+        [["participant_id", "questionnaire", "item"]]),
+    "measurements": (
+        {"id": INT, "participant_id": INT, "kind": TEXT, "task_type": INT, "task_name": TEXT,
+         "value": REAL, "round_id": INT, "cookies": INT, "seconds": REAL, "speed": REAL,
+         "reference_speed": REAL, "theme": TEXT, "rating": INT, "fraction": REAL,
+         "cut_by_downtime": INT, "theme_scale": REAL, "clipped": INT, "at": REAL},
+        {"participant_id", "kind", "task_type", "value", "at"},
+        [("participant_id", "participants"), ("round_id", "rounds")],
+        [["participant_id", "kind", "task_type"]]),
+    "teammates": (
+        {"participant_id": INT, "pool": TEXT, "pool_team": INT, "participant_human": INT,
+         "distance": REAL, "rule": TEXT, "nearest_team": INT, "nearest_human": INT,
+         "nearest_distance": REAL, "passed_over": INT, "passed_same_plan": INT,
+         "passed_off_target": INT, "live_type": TEXT, "participant_role": TEXT,
+         "target_met": INT, "c_squares": REAL, "c_letters": REAL,
+         "p_squares": REAL, "p_letters": REAL, "at": REAL},
+        {"participant_id", "pool", "pool_team", "participant_human", "distance", "at"},
+        [("participant_id", "participants")], []),
+    "messages": (
+        {"id": INT, "participant_id": INT, "msg_id": TEXT, "event": TEXT, "at": REAL},
+        {"participant_id", "msg_id", "event", "at"}, [("participant_id", "participants")],
+        [["participant_id", "msg_id"]]),
+    "rejections": (
+        {"id": INT, "participant_id": INT, "event": TEXT, "msg_id": TEXT, "reason": TEXT,
+         "detail": TEXT, "payload": TEXT, "at": REAL},
+        {"event", "reason", "at"}, [("participant_id", "participants")], []),
+    "rejection_counts": (
+        {"id": INT, "participant_id": INT, "reason": TEXT, "count": INT, "last_at": REAL},
+        {"participant_id", "reason", "count", "last_at"}, [("participant_id", "participants")],
+        [["participant_id", "reason"]]),
+    "bindings": (
+        {"id": INT, "participant_id": INT, "browser": TEXT, "bound_at": REAL, "seen_at": REAL},
+        {"participant_id", "browser", "bound_at", "seen_at"},
+        [("participant_id", "participants")], [["participant_id"]]),
+    "lobby": (
+        {"id": INT, "participant_id": INT, "entered_at": REAL, "individual_deadline": REAL,
+         "left_at": REAL, "outcome": TEXT, "team_id": INT},
+        {"participant_id", "entered_at"}, [("participant_id", "participants")],
+        [["participant_id"]]),
+    "withdrawal_links": (
+        {"id": INT, "participant_id": INT, "token": TEXT, "created_at": REAL},
+        {"participant_id", "token", "created_at"}, [("participant_id", "participants")],
+        [["participant_id"], ["token"]]),
+}
+
+# A team's own tables (docs/teams.md): shared by its members, so a member's withdrawal
+# deletes none of them; the seat keeps its place with ``participant_id`` cleared.
+TEAM_SCHEMA: dict[str, tuple[dict[str, type], set[str]]] = {
+    "teams": ({"id": INT, "protocol": TEXT, "humans": INT, "persons": INT, "formation": TEXT,
+               "formed_at": REAL, "formed_by": TEXT, "condition_order": TEXT,
+               "live_type": TEXT, "team_c": TEXT, "team_p": TEXT, "session": INT,
+               "next_round_at": REAL, "session_started_at": REAL, "finished_at": REAL},
+              {"protocol", "humans", "persons", "formation", "formed_at", "formed_by",
+               "condition_order", "team_c", "team_p", "session"}),
+    "seats": ({"id": INT, "team_id": INT, "seat": INT, "kind": TEXT, "participant_id": INT,
+               "c_squares": REAL, "c_letters": REAL, "p_squares": REAL, "p_letters": REAL,
+               "pool_team": INT, "joined_at": REAL, "away_since": REAL, "dropped_at": REAL,
+               "drop_reason": TEXT, "agent_from_session": INT, "agent_from_round": INT},
+              {"team_id", "seat", "kind", "joined_at"}),
+    "team_rounds": ({"id": INT, "team_id": INT, "session": INT, "number": INT,
+                     "condition": TEXT, "started_at": REAL, "deadline": REAL, "seconds": REAL,
+                     "closed_at": REAL, "close_reason": TEXT},
+                    {"team_id", "session", "number", "condition", "started_at", "deadline",
+                     "seconds"}),
+    "team_allocations": ({"id": INT, "team_round_id": INT, "team_id": INT, "session": INT,
+                          "round": INT, "seat": INT, "task_type": INT, "task_name": TEXT,
+                          "held_before": TEXT, "at": REAL},
+                         {"team_round_id", "team_id", "session", "round", "seat", "task_type",
+                          "at"}),
+    "seat_cookies": ({"id": INT, "team_round_id": INT, "team_id": INT, "seat": INT,
+                      "number": INT, "task_type": INT, "finished_at": REAL, "seconds": REAL},
+                     {"team_round_id", "team_id", "seat", "number", "task_type",
+                      "finished_at", "seconds"}),
+}
+TEAM_INDEXES = (("seats", ["team_id", "seat"], True), ("seats", ["participant_id"], False),
+                ("team_rounds", ["team_id", "session", "number"], True),
+                ("team_allocations", ["team_round_id", "seat"], True),
+                ("seat_cookies", ["team_round_id", "seat", "number"], True))
+
+# Tables of the server processes sharing the database (no participant data): which are
+# alive, which one holds the round scheduler's lease, which connections each serves.
+SERVER_SCHEMA: dict[str, tuple[dict[str, type], str]] = {
+    "processes": ({"id": TEXT, "pid": INT, "host": TEXT, "started_at": REAL,
+                   "last_seen": REAL}, "id"),
+    "leases": ({"name": TEXT, "holder": TEXT, "expires_at": REAL, "renewed_at": REAL}, "name"),
+    "connections": ({"sid": TEXT, "process": TEXT, "code": TEXT, "at": REAL}, "sid"),
+    "counters": ({"name": TEXT, "count": INT, "at": REAL}, "name"),
+    "console_sessions": ({"id": TEXT, "created_at": REAL, "seen_at": REAL,
+                          "remote_addr": TEXT}, "id"),
+}
+
+# Tables holding a participant's data, children before parents (deletion order).
+PARTICIPANT_TABLES = ("cookies", "progress", "allocations", "measurements", "answers",
+                      "rounds", "teammates", "sessions", "steps", "messages", "rejections",
+                      "rejection_counts", "bindings")
+# A refused message's payload is kept up to this many bytes, and only for the first few
+# refusals of a participant for one reason; the rest are counted (``rejection_counts``).
+REJECTION_PAYLOAD_BYTES = 256
+REJECTIONS_KEPT = 5
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _capped_json(payload: Any) -> str:
+    """The payload as JSON (or its repr), cut to ``REJECTION_PAYLOAD_BYTES`` characters;
+    a payload too deep to serialise is named as such."""
+    try:
+        text = to_json(payload)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(payload) if not isinstance(payload, dict | list) else "<too deep>"
+    return text[:REJECTION_PAYLOAD_BYTES]
+
+
+def _quoted(identifier: str) -> str:
+    """An SQL identifier of the project's own schema (never participant input)."""
+    if not identifier.replace("_", "").isalnum():
+        raise ValueError(f"not a column or table name: {identifier!r}")
+    return f'"{identifier}"'
+
+
+def _sql_value(value: Any) -> Any:
+    """What SQLite stores for a value: containers as JSON, numpy scalars as Python's."""
+    if isinstance(value, dict | list | tuple):
+        return to_json(value)
+    return value.item() if hasattr(value, "item") and hasattr(value, "dtype") else value
+
+
+def _names(cursor: sqlite3.Cursor) -> list[str]:
+    return [column[0] for column in cursor.description]
+
+
+def _ended_by(error: BaseException | None) -> BaseException:
+    """The error for an event whose batch's transaction an earlier error ended."""
+    if error is not None and is_storage_fault(error):
+        return StorageUnavailable(f"the transaction was rolled back: {error}")
+    return sqlite3.OperationalError("the transaction was rolled back by an earlier error")
+
+
+class CommitBatch:
+    """Events of one process that share a write transaction and its commit."""
+
+    def __init__(self) -> None:
+        self.members = 0
+        self.changes = 0  # the connection's total changes when the batch began
+        self.committed = threading.Event()
+        self.error: BaseException | None = None
+
+
+class Storage:
+    """The database of one study run; every public method is one committed event."""
+
+    def __init__(self, path: Path | str, durability: str = "full") -> None:
+        if durability not in SYNCHRONOUS:
+            raise ValueError(f"durability must be one of {', '.join(SYNCHRONOUS)}, "
+                             f"not {durability!r}")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(str(self.path), check_same_thread=False,
+                                     timeout=BUSY_TIMEOUT_SECONDS)
+        self.db = sqlite_utils.Database(connection)
+        self.lock = threading.RLock()
+        self._batch: CommitBatch | None = None
+        self._depth = 0  # events nested in the one holding the lock
+        self._lost: BaseException | None = None  # what ended the last batch's transaction
+        self._nesting = threading.local()  # this thread's events under way, for ``health``
+        self.queued = 0  # events waiting for the lock
+        self._queue_lock = threading.Lock()
+        self._keys: dict[str, str] = {}
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute(f"PRAGMA synchronous={SYNCHRONOUS[durability]}")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        # Deleted rows are overwritten, not just unlinked: a withdrawal leaves no trace in
+        # the file (whatever the SQLite build's default); see ``checkpoint``.
+        self.db.execute("PRAGMA secure_delete=ON")
+        self.db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT_BYTES}")
+        self.health = StorageHealth()
+        self.checkpoint_due = False
+        self.checkpoint_retry_at = 0.0
+        self.rejection_counts = RejectionCounts(self)
+        self.create_schema()
+
+    def create_schema(self) -> None:
+        """Create what is missing: tables, indexes, and columns added since a database was
+        made (a study continues on its database across upgrades)."""
+        with self.event():
+            for name, (columns, not_null, foreign_keys, uniques) in SCHEMA.items():
+                pk = "participant_id" if name == "teammates" else "id"
+                self.db[name].create(columns, pk=pk, not_null=not_null,
+                                     foreign_keys=foreign_keys, if_not_exists=True)
+                self._add_missing_columns(name, columns)
+                for group in uniques:
+                    self.db[name].create_index(group, unique=True, if_not_exists=True)
+                for column, _ in foreign_keys:
+                    if [column] not in uniques and column != pk:
+                        self.db[name].create_index([column], if_not_exists=True)
+            for name, (columns, pk) in SERVER_SCHEMA.items():
+                self.db[name].create(columns, pk=pk, if_not_exists=True)
+            for name, (columns, not_null) in TEAM_SCHEMA.items():
+                self.db[name].create(columns, pk="id", not_null=not_null, if_not_exists=True)
+                self._add_missing_columns(name, columns)
+            for name, group, unique in TEAM_INDEXES:
+                self.db[name].create_index(group, unique=unique, if_not_exists=True)
+            # The round scheduler's deadline queue: open rounds ordered by deadline.
+            self.db.execute("CREATE INDEX IF NOT EXISTS rounds_open_by_deadline ON "
+                            "rounds(deadline) WHERE closed_at IS NULL")
+            # What the team clock reads at every tick: who has a page open, who waits in
+            # the lobby, which teams still play.
+            self.db.execute("CREATE INDEX IF NOT EXISTS connections_by_code ON "
+                            "connections(code)")
+            self.db.execute("CREATE INDEX IF NOT EXISTS lobby_waiting ON lobby(entered_at) "
+                            "WHERE outcome IS NULL")
+            self.db.execute("CREATE INDEX IF NOT EXISTS teams_playing ON "
+                            "teams(next_round_at) WHERE finished_at IS NULL")
+            # The same recruitment id always finds the same participant.
+            self.db.execute("CREATE UNIQUE INDEX IF NOT EXISTS participants_recruitment_id ON "
+                            "participants(recruitment_id) WHERE recruitment_id IS NOT NULL")
+            self.db.execute("CREATE INDEX IF NOT EXISTS participants_unconsented ON "
+                            "participants(created_at) WHERE step = 'consent'")
+
+    def _add_missing_columns(self, table: str, columns: dict[str, type]) -> None:
+        present = self.db[table].columns_dict
+        for column, kind in columns.items():
+            if column not in present:
+                self.db[table].add_column(column, kind)
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
+
+    @contextlib.contextmanager
+    def event(self) -> Iterator[sqlite_utils.Database]:
+        """One event (``_event``); a disk that refuses its write (full, failing) raises
+        ``StorageUnavailable``: nothing of it was stored, and the sender may try again.
+        The condition is logged once a minute (``health``), not once per event."""
+        outermost = not getattr(self._nesting, "depth", 0)
+        self._nesting.depth = getattr(self._nesting, "depth", 0) + 1
+        try:
+            with self._event() as db:
+                yield db
+        except (sqlite3.Error, StorageUnavailable) as error:
+            if not is_storage_fault(error):
+                raise
+            if outermost:
+                self.health.failed(error)
+            if isinstance(error, StorageUnavailable):
+                raise
+            raise StorageUnavailable(str(error)) from error
+        finally:
+            self._nesting.depth -= 1
+
+    @contextlib.contextmanager
+    def _event(self) -> Iterator[sqlite_utils.Database]:
+        """One event: everything inside commits together, or nothing does; it returns once
+        committed.
+
+        The outermost event takes SQLite's write lock up front (``BEGIN IMMEDIATE``), so a
+        read-then-write never fails half way because another process wrote in between: it
+        waits its turn instead. Events of this process queued behind it meanwhile share its
+        commit (group commit): each runs in its own savepoint, so a failing one leaves the
+        others intact, and the first commits for all once they are in. A process waiting
+        for another's write lock thus commits what piled up in one fsync rather than one
+        each. Nested events are savepoints of their outer event."""
+        with self._queued_for_lock():
+            self.lock.acquire()
+        try:
+            if self._depth:
+                with self._savepoint():
+                    yield self.db
+                return
+            batch = self._open_batch()
+            try:
+                with self._savepoint():
+                    yield self.db
+            except BaseException:
+                if batch.members == 0:
+                    self._close_batch(batch, "ROLLBACK")
+                raise
+            batch.members += 1
+            leads = batch.members == 1
+            if leads and not self.queued:
+                self._commit(batch)
+        finally:
+            self.lock.release()
+        if leads and not batch.committed.is_set():
+            time.sleep(0)  # the events queued for the lock go first and join this commit
+            with self.lock:
+                self._commit(batch)
+        batch.committed.wait()
+        if batch.error is not None:
+            raise batch.error
+
+    @contextlib.contextmanager
+    def _queued_for_lock(self) -> Iterator[None]:
+        """Count the events waiting for this process's lock (they join the open batch)."""
+        with self._queue_lock:
+            self.queued += 1
+        try:
+            yield
+        finally:
+            with self._queue_lock:
+                self.queued -= 1
+
+    @contextlib.contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        """One event's own savepoint in the batch's transaction (named by depth: SQLite
+        rolls back to the innermost savepoint of a name)."""
+        conn = self.db.conn
+        if not conn.in_transaction:  # a savepoint here would start a transaction of its own
+            raise _ended_by(self._lost)
+        self._depth += 1
+        name = f"event_{self._depth}"
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException as error:
+            # An error may have ended the whole transaction already, savepoints included
+            # (SQLite rolls it back on a full disk): then the events that shared it failed.
+            if conn.in_transaction:
+                conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                conn.execute(f"RELEASE SAVEPOINT {name}")
+            else:
+                self._fail_batch(error)
+            raise
+        else:
+            if not conn.in_transaction:  # an error inside, caught there, ended it
+                error = _ended_by(self._lost)
+                self._fail_batch(error)
+                raise error
+            conn.execute(f"RELEASE SAVEPOINT {name}")
+        finally:
+            self._depth -= 1
+
+    def _fail_batch(self, error: BaseException) -> None:
+        """The batch's transaction is gone: every event that shared it fails."""
+        if self._lost is None:
+            self._lost = error
+        if self._batch is not None:
+            self._batch.error = error
+            self._close_batch(self._batch, "ROLLBACK")
+
+    def _open_batch(self) -> CommitBatch:
+        """The open batch, or a new one with the write lock taken."""
+        if self._batch is None:
+            if self.db.conn.in_transaction:  # begun by a statement after its batch failed
+                self.db.conn.execute("ROLLBACK")
+            self._begin_immediate()
+            self._batch = CommitBatch()
+            self._batch.changes = self.db.conn.total_changes
+            self._lost = None
+        return self._batch
+
+    def _commit(self, batch: CommitBatch) -> None:
+        self._close_batch(batch, "COMMIT")
+        wrote = self.db.conn.total_changes != batch.changes  # an empty commit proves nothing
+        if batch.error is None and wrote and self.health.succeeded():
+            self.checkpoint_due = True  # the log may hold what the full disk left in it
+        if self.checkpoint_due and batch.error is None:
+            self._checkpoint_quietly()
+
+    def _close_batch(self, batch: CommitBatch, statement: str) -> None:
+        """End the batch's transaction; a failed commit fails every event of the batch, and
+        a batch that failed already is rolled back, never committed."""
+        if batch.committed.is_set():  # ended already, when an event lost its transaction
+            return
+        if batch.error is not None:
+            statement = "ROLLBACK"
+        try:
+            if self.db.conn.in_transaction or statement == "COMMIT":
+                self.db.conn.execute(statement)
+        except BaseException as error:
+            batch.error = error
+            if self.db.conn.in_transaction:
+                self.db.conn.execute("ROLLBACK")
+        finally:
+            self._batch = None
+            batch.committed.set()
+
+    def _begin_immediate(self) -> None:
+        """Take the write lock, waiting for other processes' transactions in short sleeps.
+
+        SQLite's own busy handler sleeps in steps growing to 100 ms inside C, where a gevent
+        server cannot run anything else and a lock freed meanwhile waits for the sleep to
+        end. Here the lock is asked for at once; while another process holds it, this one
+        sleeps a millisecond or so (a gevent-patched sleep lets the process's other
+        participants go on) and asks again, up to the busy timeout."""
+        connection = self.db.conn
+        give_up = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        delay = 0.0005
+        connection.execute("PRAGMA busy_timeout = 0")
+        try:
+            while True:
+                try:
+                    connection.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) or time.monotonic() > give_up:
+                        raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.004)
+        finally:
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_SECONDS * 1000}")
+
+    # --- reading ------------------------------------------------------------------------
+
+    def one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> dict[str, Any] | None:
+        with self.lock:
+            cursor = self.db.conn.execute(sql, params)
+            row = cursor.fetchone()
+            return None if row is None else dict(zip(_names(cursor), row, strict=True))
+
+    def all(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+        with self.lock:
+            cursor = self.db.conn.execute(sql, params)
+            names = _names(cursor)
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def participant(self, code: str) -> dict[str, Any] | None:
+        return self.one("SELECT * FROM participants WHERE code = ?", (code,))
+
+    # --- writing ------------------------------------------------------------------------
+
+    def insert(self, table: str, row: dict[str, Any]) -> int:
+        """Insert one row (its own event when not already inside one); returns its id.
+
+        Plain SQL on the table the schema made: every accepted message writes through here,
+        and sqlite-utils' per-call table introspection cost more than the write itself."""
+        columns = ", ".join(_quoted(column) for column in row)
+        marks = ", ".join("?" * len(row))
+        cursor = self.write(f"INSERT INTO {_quoted(table)} ({columns}) VALUES ({marks})",
+                            [_sql_value(value) for value in row.values()])
+        return int(cursor.lastrowid or 0)
+
+    def update(self, table: str, pk: int, values: dict[str, Any]) -> None:
+        assignments = ", ".join(f"{_quoted(column)} = ?" for column in values)
+        key = self._primary_key(table)
+        self.write(f"UPDATE {_quoted(table)} SET {assignments} WHERE {_quoted(key)} = ?",
+                   [*(_sql_value(value) for value in values.values()), pk])
+
+    def write(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        """One statement: part of the event under way, else an event of its own (a single
+        statement is atomic: inside an event it needs no savepoint of its own)."""
+        with self.lock:
+            if self._depth:
+                return self.db.conn.execute(sql, params)
+        with self.event() as db:
+            return db.conn.execute(sql, params)
+
+    def _primary_key(self, table: str) -> str:
+        if table not in self._keys:
+            self._keys[table] = self.db[table].pks[0]
+        return self._keys[table]
+
+    def reject(self, participant_id: int | None, event: str, msg_id: str | None, reason: str,
+               detail: str, payload: Any, at: float) -> None:
+        """Log a refused message; it changes nothing else.
+
+        The first ``REJECTIONS_KEPT`` refusals of a participant for one reason are kept
+        with their payload cut to ``REJECTION_PAYLOAD_BYTES``; beyond that only a count
+        grows, so a stuck or hostile tab cannot fill the disk."""
+        if participant_id is not None and self._rejections_kept(participant_id, reason):
+            self.rejection_counts.add(participant_id, reason, at)
+            return
+        self.insert("rejections", {"participant_id": participant_id, "event": event,
+                                   "msg_id": msg_id, "reason": reason,
+                                   "detail": str(detail)[:REJECTION_PAYLOAD_BYTES],
+                                   "payload": _capped_json(payload), "at": at})
+
+    def _rejections_kept(self, participant_id: int, reason: str) -> bool:
+        """Whether the participant's refusals for this reason already fill their rows
+        (remembered once true: rows are only removed with the participant's data)."""
+        if (participant_id, reason) in self.rejection_counts.full:
+            return True
+        row = self.one("SELECT count(*) AS n FROM (SELECT 1 FROM rejections WHERE "
+                       "participant_id = ? AND reason = ? LIMIT ?)",
+                       (participant_id, reason, REJECTIONS_KEPT))
+        if row and row["n"] >= REJECTIONS_KEPT:
+            self.rejection_counts.full.add((participant_id, reason))
+            return True
+        return False
+
+    def checkpoint(self) -> bool:
+        """Copy the write-ahead log into the database and empty it: after a withdrawal,
+        neither file holds a deleted row any longer (``secure_delete`` zeroes the pages).
+
+        A reader of another connection (an export, another process) can hold the log; the
+        checkpoint then waits at most ``CHECKPOINT_WAIT_SECONDS`` rather than stall this
+        process, and is tried again after a later commit (at most that often)."""
+        with self.lock:
+            if time.monotonic() < self.checkpoint_retry_at:
+                return False
+            conn = self.db.conn
+            conn.execute(f"PRAGMA busy_timeout = {int(CHECKPOINT_WAIT_SECONDS * 1000)}")
+            try:
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_SECONDS * 1000}")
+            self.checkpoint_due = bool(busy)
+            self.checkpoint_retry_at = time.monotonic() + CHECKPOINT_WAIT_SECONDS if busy \
+                else 0.0
+            return not busy
+
+    def _checkpoint_quietly(self) -> None:
+        """``checkpoint``, when the disk lets it: on a full disk it is due again later."""
+        try:
+            self.checkpoint()
+        except sqlite3.Error as error:
+            if not is_storage_fault(error):
+                raise
+            self.checkpoint_due = True
+            self.checkpoint_retry_at = time.monotonic() + CHECKPOINT_WAIT_SECONDS
+
+    def _tables_with_participant_rows(self) -> list[str]:
+        """The journey's tables in foreign-key order, then any other table with a
+        ``participant_id`` (the console's notes): a withdrawal leaves nothing behind."""
+        others = [name for name in self.db.table_names()
+                  if name not in (*PARTICIPANT_TABLES, *TEAM_SCHEMA, "participants")
+                  and "participant_id" in self.db[name].columns_dict]
+        return [*PARTICIPANT_TABLES, *others]
+
+    def delete_participants(self, participant_ids: list[int]) -> None:
+        """Delete participants and every row of theirs (unconsented ones that expired)."""
+        if not participant_ids:
+            return
+        marks = ", ".join("?" * len(participant_ids))
+        with self.event() as db:
+            for table in [*self._tables_with_participant_rows(), "participants"]:
+                column = "id" if table == "participants" else "participant_id"
+                db.execute(f"DELETE FROM {_quoted(table)} WHERE {column} IN ({marks})",
+                           participant_ids)
+
+    def erase_participant(self, participant_id: int, keep: dict[str, Any]) -> None:
+        """Delete every row of a participant; the participants row keeps only ``keep``
+        (its code, protocol and terminal step stay as they are)."""
+        cleared = {"condition_order": None, "external_ids": None, "consent_at": None,
+                   "finished_at": None, "withdrawn_at": None, "consent": None,
+                   "data_consent": None, "robots_identical": None, "recruitment_id": None,
+                   "themes": None, "themes_rule": None, "withdrawn_from": None}
+        with self.event() as db:
+            for table in self._tables_with_participant_rows():
+                db.execute(f"DELETE FROM {table} WHERE participant_id = ?", (participant_id,))
+            db.execute("UPDATE seats SET participant_id = NULL WHERE participant_id = ?",
+                       (participant_id,))
+            db["participants"].update(participant_id, {**cleared, **keep})
+        self.rejection_counts.forget(participant_id)
+        self.checkpoint_due = True
+        if not self.db.conn.in_transaction:
+            self._checkpoint_quietly()
+
+
+class RejectionCounts:
+    """Refusals beyond the kept rows, counted per participant and reason in memory and
+    added to ``rejection_counts`` at most once per ``FLUSH_SECONDS``: a flood of refused
+    messages costs no write per message (a crash loses at most that second's counts)."""
+
+    FLUSH_SECONDS = 1.0
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.full: set[tuple[int, str]] = set()
+        self.pending: dict[tuple[int, str], tuple[int, float]] = {}
+        self.flushed = time.monotonic()
+        self.lock = threading.Lock()
+
+    def add(self, participant_id: int, reason: str, at: float) -> None:
+        with self.lock:
+            count, _ = self.pending.get((participant_id, reason), (0, at))
+            self.pending[(participant_id, reason)] = (count + 1, at)
+        if time.monotonic() - self.flushed >= self.FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Add the pending counts to the database (one transaction)."""
+        with self.lock:
+            pending, self.pending = self.pending, {}
+            self.flushed = time.monotonic()
+        if not pending:
+            return
+        try:
+            with self.storage.event() as db:
+                db.conn.executemany(
+                    "INSERT INTO rejection_counts (participant_id, reason, count, last_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (participant_id, reason) DO UPDATE SET "
+                    "count = count + excluded.count, last_at = excluded.last_at",
+                    [(pid, reason, count, at) for (pid, reason), (count, at) in pending.items()])
+        except StorageUnavailable:  # kept for the next flush, once the disk takes writes
+            self._restore(pending)
+
+    def _restore(self, pending: dict[tuple[int, str], tuple[int, float]]) -> None:
+        with self.lock:
+            for key, (count, at) in pending.items():
+                newer, last = self.pending.get(key, (0, at))
+                self.pending[key] = (count + newer, max(at, last))
+
+    def forget(self, participant_id: int) -> None:
+        """A withdrawn participant's refusals are not counted any longer."""
+        with self.lock:
+            self.pending = {key: value for key, value in self.pending.items()
+                            if key[0] != participant_id}
+            self.full = {key for key in self.full if key[0] != participant_id}

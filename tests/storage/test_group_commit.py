@@ -1,0 +1,189 @@
+"""Group commit: events queued for the lock behind an open transaction share its commit,
+each returns only once committed, one failing event leaves the others of its batch intact,
+and an event with nobody queued behind it commits at once.
+
+Here the first event starts the others in threads while it holds the lock and waits until
+they are queued; its yield before committing (``time.sleep(0)``) is replaced by one that
+waits until each has joined the batch or failed, so which events share a commit is decided,
+not left to timing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import study.storage.database as storage_module
+from study.storage.database import Storage
+
+HANG = 60.0  # seconds: only catches a hang
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Storage:
+    return Storage(tmp_path / "study.sqlite")
+
+
+def commits_of(storage: Storage) -> list[str]:
+    """Every COMMIT the storage's connection runs, recorded as it runs."""
+    statements: list[str] = []
+    storage.db.conn.set_trace_callback(
+        lambda sql: statements.append(sql) if sql.strip().upper() == "COMMIT" else None)
+    return statements
+
+
+def insert_step(storage: Storage, code: str) -> None:
+    with storage.event() as db:
+        db.execute("INSERT INTO participants (code, protocol, created_at, step) "
+                   "VALUES (?, 'demo', 1.0, 'consent')", (code,))
+
+
+def failing_event(storage: Storage, code: str) -> None:
+    with storage.event() as db:
+        db.execute("INSERT INTO participants (code, protocol, created_at, step) "
+                   "VALUES (?, 'demo', 1.0, 'consent')", (code,))
+        raise RuntimeError("the handler failed")
+
+
+class Joiners:
+    """Runs events in threads while the leader yields, and records how each ended."""
+
+    def __init__(self, storage: Storage, events: dict[str, Callable[[], None]]) -> None:
+        self.storage = storage
+        self.events = events
+        self.outcome: dict[str, str] = {}
+        self.visible_on_return: dict[str, bool] = {}
+        self.threads: list[threading.Thread] = []
+        self.settled = threading.Semaphore(0)
+
+    def run(self, name: str) -> None:
+        try:
+            self.events[name]()
+        except Exception as error:  # the outcome is what the test checks
+            self.outcome[name] = f"raised {type(error).__name__}: {error}"
+            self.settled.release()
+            return
+        self.outcome[name] = "returned"
+        reader = sqlite3.connect(self.storage.path)
+        self.visible_on_return[name] = reader.execute(
+            "SELECT 1 FROM participants WHERE code = ?", (name,)).fetchone() is not None
+        reader.close()
+
+    def start_and_queue(self) -> None:
+        """Inside the first event: start every other event and wait until each waits for
+        the lock."""
+        for name in self.events:
+            thread = threading.Thread(target=self.run, args=(name,))
+            self.threads.append(thread)
+            thread.start()
+        wait_for(lambda: self.storage.queued == len(self.events))
+
+    def wait_until_joined(self) -> None:
+        """The first event's yield before committing: until each other one joined or failed."""
+        failures = sum(1 for name in self.events if name.startswith("fail"))
+        for _ in range(failures):
+            assert self.settled.acquire(timeout=HANG)
+        joined = len(self.events) - failures
+        wait_for(lambda: self.storage._batch is not None
+                 and self.storage._batch.members == 1 + joined)
+
+    def finish(self) -> None:
+        for thread in self.threads:
+            thread.join(HANG)
+            assert not thread.is_alive()
+
+
+def wait_for(condition: Callable[[], bool]) -> None:
+    done = threading.Event()
+    for _ in range(int(HANG / 0.005)):
+        if condition():
+            return
+        done.wait(0.005)
+    raise AssertionError("condition not reached")
+
+
+def leader_yield(monkeypatch: pytest.MonkeyPatch, joiners: Joiners) -> None:
+    """Replace the first event's yield before committing (once) by waiting for the others."""
+    real_sleep = storage_module.time.sleep
+    calls = {"n": 0}
+
+    class Time:
+        monotonic = staticmethod(storage_module.time.monotonic)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            if seconds == 0 and calls["n"] == 0:
+                calls["n"] += 1
+                joiners.wait_until_joined()
+                return
+            real_sleep(seconds)
+
+    monkeypatch.setattr(storage_module, "time", Time)
+
+
+def leading_event(storage: Storage, joiners: Joiners) -> None:
+    with storage.event() as db:
+        db.execute("INSERT INTO participants (code, protocol, created_at, step) "
+                   "VALUES ('leader', 'demo', 1.0, 'consent')")
+        joiners.start_and_queue()
+
+
+def test_events_queued_behind_one_share_its_commit_and_return_once_committed(storage, monkeypatch):
+    joiners = Joiners(storage, {f"joiner{i}": (lambda i=i: insert_step(storage, f"joiner{i}"))
+                                for i in range(5)})
+    leader_yield(monkeypatch, joiners)
+    commits = commits_of(storage)
+    leading_event(storage, joiners)
+    joiners.finish()
+    assert commits == ["COMMIT"]
+    assert joiners.outcome == {f"joiner{i}": "returned" for i in range(5)}
+    assert joiners.visible_on_return == {f"joiner{i}": True for i in range(5)}
+    rows = sqlite3.connect(storage.path).execute("SELECT count(*) FROM participants").fetchone()
+    assert rows == (6,)
+
+
+def test_a_failing_event_leaves_the_rest_of_its_batch_committed(storage, monkeypatch):
+    joiners = Joiners(storage, {"joiner": lambda: insert_step(storage, "joiner"),
+                                "fail": lambda: failing_event(storage, "fail")})
+    leader_yield(monkeypatch, joiners)
+    commits = commits_of(storage)
+    leading_event(storage, joiners)
+    joiners.finish()
+    assert commits == ["COMMIT"]
+    assert joiners.outcome["fail"] == "raised RuntimeError: the handler failed"
+    assert joiners.outcome["joiner"] == "returned"
+    codes = {code for (code,) in sqlite3.connect(storage.path).execute(
+        "SELECT code FROM participants")}
+    assert codes == {"leader", "joiner"}
+
+
+def test_a_failed_commit_fails_every_event_of_its_batch(storage, monkeypatch):
+    joiners = Joiners(storage, {"joiner": lambda: insert_step(storage, "joiner")})
+    leader_yield(monkeypatch, joiners)
+    with pytest.raises(sqlite3.IntegrityError), storage.event() as db:
+        # A deferred foreign key the batch violates: SQLite refuses its COMMIT.
+        db.execute("PRAGMA defer_foreign_keys = ON")
+        db.execute("INSERT INTO steps (participant_id, step, at) VALUES (999, 'consent', 1.0)")
+        joiners.start_and_queue()
+    joiners.finish()
+    assert joiners.outcome["joiner"].startswith("raised IntegrityError")
+    rows = sqlite3.connect(storage.path).execute("SELECT count(*) FROM participants").fetchone()
+    assert rows == (0,)
+    insert_step(storage, "after")  # the next batch starts afresh
+    assert storage.participant("after") is not None
+
+
+def test_an_event_with_nobody_queued_commits_at_once_without_yielding(storage, monkeypatch):
+    def no_yield(seconds: float) -> None:
+        raise AssertionError(f"yielded {seconds} s with nobody queued")
+
+    monkeypatch.setattr(storage_module.time, "sleep", no_yield)
+    commits = commits_of(storage)
+    insert_step(storage, "one")
+    insert_step(storage, "two")
+    assert commits == ["COMMIT", "COMMIT"]
+    assert storage._batch is None

@@ -1,0 +1,103 @@
+"""The database: durable settings, one transaction per event, erasure, and documentation."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from web_support import make_app
+
+from study.exports.bonus import RECORD_SCHEMA as BONUS_SCHEMA
+from study.storage.database import SCHEMA, SERVER_SCHEMA, TEAM_SCHEMA, Storage
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "database.md"
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Storage:
+    return Storage(tmp_path / "study.sqlite")
+
+
+def participant(storage: Storage, code: str = "abc") -> int:
+    return storage.insert("participants", {"code": code, "protocol": "demo", "created_at": 1.0,
+                                           "step": "consent"})
+
+
+def test_wal_foreign_keys_and_full_sync_are_on(storage):
+    assert storage.one("PRAGMA journal_mode")["journal_mode"] == "wal"
+    assert storage.one("PRAGMA foreign_keys")["foreign_keys"] == 1
+    assert storage.one("PRAGMA synchronous")["synchronous"] == 2
+    with pytest.raises(sqlite3.IntegrityError):
+        storage.insert("steps", {"participant_id": 999, "step": "consent", "at": 1.0})
+
+
+def test_normal_durability_waits_for_the_operating_system_only(tmp_path):
+    storage = Storage(tmp_path / "study.sqlite", durability="normal")
+    assert storage.one("PRAGMA synchronous")["synchronous"] == 1
+    assert storage.one("PRAGMA journal_mode")["journal_mode"] == "wal"
+
+
+def test_an_unknown_durability_is_refused_with_the_choices(tmp_path):
+    with pytest.raises(ValueError, match="full, normal"):
+        Storage(tmp_path / "study.sqlite", durability="none")
+
+
+def test_the_app_passes_its_durability_to_the_database(tmp_path, teammates, clock):
+    app = make_app(tmp_path, teammates, clock, DURABILITY="normal")
+    storage = app.extensions["study"].storage
+    assert storage.one("PRAGMA synchronous")["synchronous"] == 1
+
+
+def test_an_event_is_committed_at_once_and_visible_to_another_connection(storage):
+    pid = participant(storage)
+    other = sqlite3.connect(storage.path)
+    assert other.execute("SELECT code FROM participants WHERE id = ?", (pid,)).fetchone() == (
+        "abc",)
+
+
+def test_a_failing_event_leaves_nothing_behind(storage):
+    pid = participant(storage)
+    with pytest.raises(RuntimeError), storage.event():
+        storage.insert("steps", {"participant_id": pid, "step": "themes", "at": 2.0})
+        raise RuntimeError("crash in the middle of an event")
+    assert storage.db["steps"].count == 0
+
+
+def test_erasing_a_participant_keeps_only_what_is_asked(storage):
+    pid = participant(storage)
+    keep = participant(storage, "other")
+    for who in (pid, keep):
+        storage.insert("steps", {"participant_id": who, "step": "consent", "at": 1.0})
+        storage.reject(who, "submit", "m1", "duplicate", "", {"x": 1}, 1.0)
+    storage.erase_participant(pid, {"step": "withdrawn", "data_consent": "withdrawn"})
+    row = storage.participant("abc")
+    assert (row["step"], row["data_consent"], row["external_ids"]) == ("withdrawn", "withdrawn",
+                                                                       None)
+    assert [r["participant_id"] for r in storage.all("SELECT * FROM steps")] == [keep]
+    assert [r["participant_id"] for r in storage.all("SELECT * FROM rejections")] == [keep]
+
+
+def test_duplicate_keys_are_refused_by_the_schema(storage):
+    pid = participant(storage)
+    storage.insert("messages", {"participant_id": pid, "msg_id": "m-1", "event": "x", "at": 1})
+    with pytest.raises(sqlite3.IntegrityError):
+        storage.insert("messages", {"participant_id": pid, "msg_id": "m-1", "event": "x",
+                                    "at": 2})
+
+
+def test_every_table_and_column_is_documented():
+    text = DOCS.read_text()
+    sections = dict(re.findall(r"^## (\w+)[^\n]*\n(.*?)(?=^## |\Z)", text, re.S | re.M))
+    assert set(sections) == (set(SCHEMA) | set(SERVER_SCHEMA) | set(TEAM_SCHEMA)
+                             | set(BONUS_SCHEMA))
+    tables = {**{t: c for t, (c, *_) in SCHEMA.items()},
+              **{t: c for t, (c, _) in SERVER_SCHEMA.items()},
+              **{t: c for t, (c, _) in TEAM_SCHEMA.items()},
+              **BONUS_SCHEMA}
+    for table, columns in tables.items():
+        documented = set()
+        for cell in re.findall(r"^\| ([a-z_, ]+) \|", sections[table], re.M):
+            documented.update(name.strip() for name in cell.split(","))
+        assert set(columns) <= documented, (table, set(columns) - documented)

@@ -1,0 +1,62 @@
+"""The console in real Chromium: log in, create links, watch a participant move live, pause
+them with the button."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import sync_playwright
+from web_support import CHROMIUM, CHROMIUM_ARGS, DEMO, LiveServer
+
+from study.protocol.loader import load_protocol
+from study.web import create_app
+from study.web.participant.teammate import PoolTeammates
+
+PASSWORD = "lab-password"
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def served(tmp_path):
+    """The console served by ``study serve``; the in-process app reads and writes the same
+    database as a participant's messages would."""
+    app = create_app({"PROTOCOL": DEMO, "DATABASE": tmp_path / "study.sqlite",
+                      "TEAMMATES": PoolTeammates.for_protocol(load_protocol(DEMO),
+                                                              tmp_path / "pools"),
+                      "SCHEDULER": False, "STUDY_CONSOLE_PASSWORD": PASSWORD})
+    with LiveServer(app, env={"STUDY_CONSOLE_PASSWORD": PASSWORD}) as server:
+        yield app, server.url
+    app.extensions["console_pusher"].stop()
+
+
+def test_the_console_creates_links_shows_live_changes_and_pauses(served):
+    app, url = served
+    study = app.extensions["study"]
+    assert Path(CHROMIUM).exists(), "Chromium is missing: make test installs it"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.goto(f"{url}/console/")
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.fill("input[name=count]", "2")
+        page.click("text=Create links")
+        links = page.input_value(".created textarea").split("\n")
+        codes = [link.rsplit("/", 1)[1] for link in links]
+        assert len(codes) == 2 and all(study.storage.participant(c) for c in codes)
+        page.wait_for_selector("#live-status:text('live')")
+        row = f"#participants tr:has(td.code:text('{codes[0]}'))"
+        assert "consent" in page.inner_text(row)
+
+        study.handle("submit", codes[0], {"msg_id": "browser-consent", "step": "consent",
+                                          "data": {"agree": True}})
+        page.wait_for_selector(f"{row} td:nth-child(2):text-matches('^themes')", timeout=5000)
+
+        page.once("dialog", lambda dialog: dialog.accept("coffee break"))
+        page.click(f"{row} button:text('Pause')")
+        page.wait_for_selector(f"{row}.paused", timeout=5000)
+        browser.close()
+    status = study.storage.one("SELECT * FROM console_status")
+    assert status["status"] == "paused" and status["note"] == "coffee break"

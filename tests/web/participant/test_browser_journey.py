@@ -1,0 +1,367 @@
+"""The whole demo study in real Chromium: consent to debrief, then the database checked.
+
+A participant's hands are simulated with Playwright's mouse: letters are dragged with
+pointer events onto the cookie, boxes are clicked. Set ``STUDY_SCREENSHOTS=docs/screenshots``
+to refresh the screenshots of ``docs/participant-journey.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, sync_playwright
+from test_withdrawal import SECRET_ANSWER, assert_nothing_left
+from web_support import CHROMIUM, CHROMIUM_ARGS, LiveServer, make_app, small_pool
+
+from study.protocol.loader import Protocol
+from study.web.participant.rounds import teammate_times
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    directory = tmp_path_factory.mktemp("browser")
+    teammates = small_pool(directory / "pools")
+    app = make_app(directory, teammates, time.time, SCHEDULER=True)
+    with LiveServer(app) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def browser():
+    assert Path(CHROMIUM).exists(), "Chromium is missing: run `make system-packages`"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Participant:
+    """A participant's hands and eyes on the study page."""
+
+    def __init__(self, page: Page, shots: Path | None) -> None:
+        self.page = page
+        self.shots = shots
+        self.made: dict[str, int] = {}
+
+    def shot(self, name: str | None) -> None:
+        if self.shots is not None and name is not None:
+            self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+
+    def step(self, name: str, timeout: float = 30_000) -> None:
+        self.page.wait_for_selector(f'[data-step="{name}"]', timeout=timeout)
+
+    def click(self, action: str) -> None:
+        self.page.click(f'[data-action="{action}"]:not([disabled])')
+
+    def rate(self, item: str, value: int) -> None:
+        self.page.click(f'[data-item="{item}"] .likert-point:nth-child({value}) .dot')
+
+    def reach_practice(self, ratings: dict[str, int], shots: bool = False) -> None:
+        """Consent, read the themes and rate them: every step before practice."""
+        self.step("consent")
+        self.shot("01-consent" if shots else None)
+        self.click("agree")
+        self.step("themes")
+        self.shot("02-themes" if shots else None)
+        self.click("continue")
+        self.step("preferences")
+        for theme, rating in ratings.items():
+            self.rate(theme, rating)
+        self.shot("03-preferences" if shots else None)
+        self.click("continue")
+        self.step("practice")
+
+    def drag_letter(self, letter: str) -> None:
+        self.page.locator(".tray").scroll_into_view_if_needed()
+        tile = self.page.locator(f'.tray .tile[data-letter="{letter}"]').bounding_box()
+        cookie = self.page.locator(".round-cookie").bounding_box()
+        assert tile and cookie
+        self.page.mouse.move(tile["x"] + tile["width"] / 2, tile["y"] + tile["height"] / 2)
+        self.page.mouse.down()
+        self.page.mouse.move(cookie["x"] + cookie["width"] / 2,
+                             cookie["y"] + cookie["height"] / 2, steps=4)
+        self.page.mouse.up()
+
+    def decorate(self, shot: str | None = None) -> None:
+        """Finish one cookie of whatever kind is on the station (a screenshot half-way)."""
+        if self.page.locator(".round-cookie").count():
+            letters = self.page.locator(".round-cookie").get_attribute("data-target")
+            moves = [lambda letter=letter: self.drag_letter(letter)
+                     for letter in letters.replace(" ", "")]
+        else:
+            moves = [box.click for box in self.page.locator(".box.guide").all()]
+        for number, move in enumerate(moves):
+            if shot and number == len(moves) // 2:
+                self.shot(shot)
+            move()
+
+    def play_round(self, step: str, cookies: int, shot: str | None = None) -> int:
+        """Start the next round, finish ``cookies`` cookies, wait for the round to close."""
+        self.step(step)
+        self.click("start-round")
+        self.page.wait_for_selector(".bakery .cookie")
+        round_id = self.page.locator(".bakery").get_attribute("data-round")
+        for number in range(1, cookies + 1):
+            self.decorate(shot if number == 1 else None)
+            self.wait_count(number)
+        self.page.wait_for_selector(f'.bakery[data-round="{round_id}"]', state="detached",
+                                    timeout=30_000)
+        return int(round_id)
+
+    def wait_count(self, number: int) -> None:
+        self.page.wait_for_function(
+            "(text) => (document.getElementById('my-count') || {}).textContent === text",
+            arg=f"Finished: {number}")
+
+    def questionnaire(self, step: str, shot: str | None,
+                      text: str = "The robot gave us each the cookies we did best.") -> None:
+        self.step(step)
+        for item in self.page.locator(".question-item").all():
+            if item.locator(".likert").count():
+                item.locator(".likert-point").nth(4).locator(".dot").click()
+            elif item.locator(".choice").count():
+                item.locator(".choice").first.click()
+            elif item.locator("input.number").count():
+                item.locator("input.number").fill("34")
+            else:
+                item.locator("textarea").fill(text)
+        self.shot(shot)
+        self.click("submit")
+
+
+def screenshot_directory(tmp_path: Path) -> Path:
+    directory = Path(os.environ.get("STUDY_SCREENSHOTS") or tmp_path / "shots")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def test_a_participant_completes_the_demo_study(server: LiveServer, browser, tmp_path: Path):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    you = Participant(page, screenshot_directory(tmp_path))
+    page.goto(f"{server.url}/p/browser-1?PROLIFIC_PID=pp-77&STUDY_ID=st-3")
+    you.reach_practice({"ravens": 6, "steelers": 2}, shots=True)
+    you.shot("04-practice-ready")
+    practice = [you.play_round("practice", 1, "05-practice-squares" if n == 1 else
+                               "06-practice-letters" if n == 3 else None) for n in range(1, 5)]
+    you.step("teammate")
+    you.shot("07-teammate")
+    you.click("continue")
+    for session in (1, 2):
+        you.step(f"intro-{session}")
+        you.shot(f"{7 + 4 * session - 3:02d}-robot-intro-{session}")
+        you.click("continue")
+        for number in (1, 2):
+            you.play_round(f"session-{session}", 1,
+                           f"{7 + 4 * session - 2:02d}-session-{session}-round"
+                           if number == 1 else None)
+            if number == 1:
+                you.step(f"session-{session}")
+                you.shot(f"{7 + 4 * session - 1:02d}-session-{session}-between-rounds")
+        you.questionnaire(f"questionnaire-{session}",
+                          f"{7 + 4 * session:02d}-questionnaire-{session}")
+    you.questionnaire("post", "16-post-study")
+    you.step("debrief")
+    you.shot("17-debrief")
+    you.click("keep")
+    you.step("done")
+    you.shot("18-done")
+    page.close()
+    study = server.app.extensions["study"]
+    check_database(Path(study.storage.path), practice, study.protocol)
+
+
+def check_database(path: Path, practice_rounds: list[int], protocol: Protocol) -> None:
+    """Every round, allocation, cookie and answer of the browser run is in SQLite."""
+    db = sqlite3.connect(path)
+    db.row_factory = sqlite3.Row
+    participant = db.execute("SELECT * FROM participants WHERE code = 'browser-1'").fetchone()
+    assert participant["step"] == "done" and participant["data_consent"] == "given"
+    assert json.loads(participant["external_ids"]) == {"PROLIFIC_PID": "pp-77", "STUDY_ID": "st-3"}
+    pid = participant["id"]
+    rounds = db.execute("SELECT r.*, s.number AS session FROM rounds r JOIN sessions s "
+                        "ON s.id = r.session_id WHERE r.participant_id = ? ORDER BY r.id",
+                        (pid,)).fetchall()
+    assert [(r["session"], r["number"]) for r in rounds] == [
+        (0, 1), (0, 2), (0, 3), (0, 4), (1, 1), (1, 2), (2, 1), (2, 2)]
+    assert [r["id"] for r in rounds[:4]] == practice_rounds
+    assert all(r["closed_at"] is not None and r["close_reason"] == "deadline" for r in rounds)
+    assert [r["participant_cookies"] for r in rounds] == [1] * 8
+    cookies = db.execute("SELECT round_id, count(*) AS n FROM cookies WHERE actor = "
+                         "'participant' GROUP BY round_id").fetchall()
+    assert {c["round_id"]: c["n"] for c in cookies} == {r["id"]: r["participant_cookies"]
+                                                        for r in rounds}
+    teammate = db.execute("SELECT sum(teammate_cookies) AS n FROM rounds "
+                          "WHERE participant_id = ?", (pid,)).fetchone()["n"]
+    stored = db.execute("SELECT count(*) FROM cookies WHERE actor = 'teammate' "
+                        "AND participant_id = ?", (pid,)).fetchone()[0]
+    assert stored == teammate
+    allocations = db.execute("SELECT * FROM allocations WHERE participant_id = ?",
+                             (pid,)).fetchall()
+    assert len(allocations) == 8
+    for row in rounds[4:]:
+        kits = {a["role"]: a["task_type"] for a in allocations if a["round_id"] == row["id"]}
+        assert kits == {"participant": row["task_type"], "teammate": row["teammate_task_type"]}
+    answers = db.execute("SELECT questionnaire, count(*) AS n FROM answers "
+                         "WHERE participant_id = ? GROUP BY questionnaire", (pid,)).fetchall()
+    per_session = len(protocol.session_questionnaire.items)
+    assert {a["questionnaire"]: a["n"] for a in answers} == {
+        "preferences": len(protocol.themes), "session-1": per_session,
+        "session-2": per_session, "post": len(protocol.post_questionnaire.items)}
+    assert db.execute("SELECT count(*) FROM measurements WHERE participant_id = ?",
+                      (pid,)).fetchone()[0] == 4
+    assert db.execute("SELECT distance FROM teammates WHERE participant_id = ?",
+                      (pid,)).fetchone()[0] >= 0
+    steps = [s[0] for s in db.execute("SELECT step FROM steps WHERE participant_id = ? ORDER BY id",
+                                      (pid,))]
+    assert steps[0] == "consent" and steps[-1] == "done" and len(steps) == 14
+    assert db.execute("SELECT count(*) FROM rejections WHERE participant_id = ?",
+                      (pid,)).fetchone()[0] == 0
+
+
+def test_a_refresh_mid_round_resumes_the_same_round(server: LiveServer, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    you = Participant(page, None)
+    page.goto(f"{server.url}/p/refresh-1")
+    you.reach_practice({"ravens": 3, "steelers": 5})
+    you.click("start-round")
+    page.wait_for_selector(".bakery .cookie")
+    before = page.locator(".bakery")
+    round_id, deadline = before.get_attribute("data-round"), before.get_attribute("data-deadline")
+    you.decorate()
+    you.wait_count(1)
+    page.on("dialog", lambda dialog: dialog.accept())  # leaving a running round asks first
+    page.reload()
+    page.wait_for_selector(".bakery .cookie")
+    after = page.locator(".bakery")
+    assert after.get_attribute("data-round") == round_id
+    assert after.get_attribute("data-deadline") == deadline
+    assert page.locator("#my-count").text_content() == "Finished: 1"
+    you.decorate()
+    you.wait_count(2)
+    page.close()
+    db = sqlite3.connect(server.app.extensions["study"].storage.path)
+    rows = db.execute("SELECT r.id, r.deadline, r.participant_cookies FROM rounds r JOIN "
+                      "participants p ON p.id = r.participant_id WHERE p.code = 'refresh-1'"
+                      ).fetchall()
+    assert len(rows) == 1 and str(rows[0][0]) == round_id and rows[0][2] == 2
+    assert float(deadline) == rows[0][1]
+
+
+def teammate_samples(page: Page) -> list[dict]:
+    """What the teammate's station shows, sampled until the running round closes."""
+    round_id = page.locator(".bakery").get_attribute("data-round")
+    samples = []
+    while page.locator(f'.bakery[data-round="{round_id}"]').count():
+        shown = page.evaluate("""() => {
+            const s = document.getElementById('teammate');
+            const c = document.getElementById('teammate-cookie');
+            return s && c ? {cookies: Number(s.dataset.cookies),
+                             placed: Number(c.dataset.placed || 0),
+                             shown: document.getElementById('teammate-count').textContent}
+                          : null; }""")
+        if shown:
+            samples.append({**shown, "at": time.time(), "round": int(round_id)})
+        time.sleep(0.2)
+    return samples
+
+
+def watch_toasts(page: Page) -> None:
+    """Record every message the page shows in its toast (they vanish after a while)."""
+    page.evaluate("""() => { window.toastsShown = [];
+        const toast = document.getElementById('toast');
+        const seen = () => { if (!toast.hidden) window.toastsShown.push(toast.textContent); };
+        new MutationObserver(seen).observe(toast, {attributes: true, childList: true}); }""")
+
+
+def toasts(page: Page) -> list[str]:
+    return page.evaluate("() => window.toastsShown")
+
+
+def scheduled(server: LiveServer, round_id: int) -> list[float]:
+    """The decorator model's finishing times of the teammate's cookies in a round."""
+    study = server.app.extensions["study"]
+    row = study.storage.one("SELECT r.*, s.number AS session_number FROM rounds r JOIN "
+                            "sessions s ON s.id = r.session_id WHERE r.id = ?", (round_id,))
+    teammate = study.storage.one("SELECT * FROM teammates WHERE participant_id = ?",
+                                 (row["participant_id"],))
+    return [row["started_at"] + t
+            for t in teammate_times(study.protocol, teammate, row, row["session_number"])]
+
+
+def test_the_teammate_decorates_to_the_model_and_the_page_lets_one_leave(
+        server: LiveServer, browser, tmp_path: Path):
+    """The teammate's station follows the decorator model's times over a session, animates
+    the cookie in between, does not replay the kit hand-out on a refresh; double clicks
+    stay quiet; stopping mid-session from the page leaves nothing of the participant."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    you = Participant(page, screenshot_directory(tmp_path))
+    page.goto(f"{server.url}/p/mate-1?PROLIFIC_PID=pp-mate-5531")
+    you.reach_practice({"ravens": 5, "steelers": 4})
+    for _ in range(4):
+        you.play_round("practice", 1)
+    you.step("teammate")
+    watch_toasts(page)
+    page.dblclick('[data-action="continue"]')
+    you.step("intro-1")
+    you.click("continue")
+    model_total = 0
+    for number in (1, 2):
+        you.step("session-1")
+        page.dblclick('[data-action="start-round"]')
+        page.wait_for_selector(".bakery .cookie")
+        assert "delivering" in page.locator("#runner").get_attribute("class")
+        page.wait_for_timeout(500)
+        assert toasts(page) == []  # the double clicks surfaced nothing
+        if number == 1:
+            time.sleep(3)
+            you.shot("teammate-desktop")
+        else:
+            page.once("dialog", lambda dialog: dialog.accept())  # leaving a round asks first
+            page.reload()
+            page.wait_for_selector(".bakery .cookie")
+            assert "delivering" not in page.locator("#runner").get_attribute("class")
+        round_samples = teammate_samples(page)
+        times = scheduled(server, round_samples[0]["round"])
+        for sample in round_samples:
+            due_now = sum(t <= sample["at"] + 0.3 for t in times)
+            due_before = sum(t <= sample["at"] - 2.0 for t in times)
+            assert due_before <= sample["cookies"] <= due_now, (sample, times)
+            assert sample["shown"] == f"Finished: {sample['cookies']}"
+        assert max(s["placed"] for s in round_samples) > 0  # the cookie fills in between
+        model_total += len(times)
+        if number == 1:
+            you.step("session-1")
+            summary = page.locator(".summary").text_content()
+            assert int(re.search(r"your teammate (\d+)", summary).group(1)) == len(times)
+    stored = server.app.extensions["study"].storage.one(
+        "SELECT sum(r.teammate_cookies) AS n FROM rounds r JOIN participants p ON "
+        "p.id = r.participant_id JOIN sessions s ON s.id = r.session_id "
+        "WHERE p.code = 'mate-1' AND s.number = 1")
+    assert stored["n"] == model_total
+    refused = server.app.extensions["study"].storage.all(
+        "SELECT reason FROM rejections j JOIN participants p ON p.id = j.participant_id "
+        "WHERE p.code = 'mate-1' AND reason IN ('duplicate', 'out-of-order')")
+    assert refused == []
+    you.questionnaire("questionnaire-1", None, text=SECRET_ANSWER)
+    you.step("intro-2")
+    you.click("continue")
+    you.step("session-2")
+    you.click("start-round")
+    page.wait_for_selector(".bakery .cookie")
+    page.click('[data-action="leave"]')
+    page.wait_for_selector('[data-action="withdraw-confirm"]')
+    you.shot("withdraw-confirm")
+    page.click('[data-action="withdraw-confirm"]')
+    you.step("withdrawn")
+    assert page.locator('[data-action="leave"]').is_hidden()
+    page.close()
+    assert_nothing_left(server.app.extensions["study"].storage.path, "mate-1",
+                        ("pp-mate-5531", SECRET_ANSWER))

@@ -1,0 +1,182 @@
+"""Real teams in real Chromium: three browser contexts are three people of teams3.
+
+Each practises alone and waits in the lobby; the third arrival completes the team. In
+the first session one person closes their tab: past the grace period an agent with their
+measured coefficients takes the seat from the next round, the other two see that
+station continue and finish the study, and the one who left finds the ``dropped`` page
+when they come back. Two people are on a desktop, one on a 390x844 phone; with
+``STUDY_SCREENSHOTS=DIR`` every screen is saved there to be looked at (docs/teams.md).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+from test_browser_human import stored
+from test_browser_journey import Participant, browser  # noqa: F401
+from web_support import LiveServer, make_app
+
+from study.protocol.loader import load_protocol
+from study.web.participant.teammate import PoolTeammates
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[3]
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+GRACE_SECONDS = 6
+
+
+@pytest.fixture(scope="module")
+def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """teams3 with short rounds: two rounds a session (kits [3, 3]), open enrolment, and
+    teams3's FEA bounds kept on purpose for the smaller pool."""
+    text = (ROOT / "protocols" / "teams3.toml").read_text(encoding="utf-8")
+    for pattern, value in ((r"(?m)^kits = \[9, 9\]", "kits = [3, 3]"),
+                           (r"(?m)^round_seconds = \d+", "round_seconds = 12"),
+                           (r"(?m)^practice_seconds = \d+", "practice_seconds = 6"),
+                           (r"(?m)^min_cookie_seconds = [\d.]+", "min_cookie_seconds = 0.2"),
+                           (r"(?m)^grace_seconds = \d+", f"grace_seconds = {GRACE_SECONDS}"),
+                           (r"(?m)^break_seconds = \d+", "break_seconds = 2"),
+                           (r"(?m)^open_enrolment = false", "open_enrolment = true"),
+                           # shorter sessions make another pool: teams3's bounds, kept
+                           (r"(?m)^(bounds_source = .*)$", r"\1\nbounds_fixed = true")):
+        text, count = re.subn(pattern, value, text)
+        assert count >= 1, pattern
+    path = tmp_path_factory.mktemp("real-teams") / "teams3.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, protocol_file: Path):
+    directory = tmp_path_factory.mktemp("browser-real-teams")
+    teammates = PoolTeammates.for_protocol(load_protocol(protocol_file), directory / "pools")
+    app = make_app(directory, teammates, time.time, protocol=protocol_file, SCHEDULER=True)
+    with LiveServer(app) as live:
+        yield live
+
+
+def shots_directory(tmp_path: Path) -> Path:
+    directory = Path(os.environ.get("STUDY_SCREENSHOTS") or tmp_path / "shots")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def practise(person: Participant, url: str, code: str) -> None:
+    person.page.goto(f"{url}/p/{code}")
+    person.reach_practice({"ravens": 6, "steelers": 2})
+    for _ in range(4):
+        person.play_round("practice", 1)
+
+
+def running_round(person: Participant) -> str:
+    person.page.wait_for_selector(".bakery .cookie", timeout=60_000)
+    return person.page.locator(".bakery").get_attribute("data-round") or ""
+
+
+def play_team_round(people: list[Participant], shot: str | None = None,
+                    stations: int = 2) -> None:
+    """Every present person finishes one cookie; then the round closes for them all."""
+    rounds = [running_round(person) for person in people]
+    for person in people:
+        assert person.page.locator(".station.theirs").count() == stations
+    for number, person in enumerate(people):
+        person.decorate(f"{shot}-{number}" if shot else None)
+        person.wait_count(1)
+    for person in people:  # each finished cookie was pushed to the others' pages, live
+        person.page.wait_for_function(
+            "() => [...document.querySelectorAll('.station.theirs[data-kind=person] "
+            ".finished span')].every((count) => count.textContent === 'Finished: 1')",
+            timeout=10_000)
+    for person, round_id in zip(people, rounds, strict=True):
+        person.page.wait_for_selector(f'.bakery[data-round="{round_id}"]', state="detached",
+                                      timeout=60_000)
+
+
+def test_three_people_play_one_robot_and_an_agent_takes_a_closed_tab(
+        server: LiveServer, browser, tmp_path: Path):  # noqa: F811
+    shots = shots_directory(tmp_path)
+    contexts = [browser.new_context(viewport=DESKTOP), browser.new_context(viewport=PHONE),
+                browser.new_context(viewport=DESKTOP)]
+    ada, cy, bo = (Participant(context.new_page(), shots) for context in contexts)
+    practise(ada, server.url, "ada-1")
+    ada.step("lobby")
+    ada.page.wait_for_function(
+        "() => /1 of the 3 people of your team/.test(document.body.innerText)")
+    ada.shot("teams-lobby-desktop")
+    practise(cy, server.url, "cy-3")
+    cy.step("lobby")
+    cy.page.wait_for_function(
+        "() => /2 of the 3 people of your team/.test(document.body.innerText)")
+    cy.shot("teams-lobby-phone")
+    practise(bo, server.url, "bo-2")
+    for person in (ada, cy, bo):
+        person.step("teammate")
+    ada.shot("teams-ready-desktop")
+    for person in (ada, cy, bo):
+        person.click("continue")
+        person.step("intro-1")
+        person.click("continue")
+    ada.page.wait_for_selector('.team-waiting', timeout=30_000)
+
+    # round 1 with everyone: the others' stations are people, pushed live
+    play_team_round([ada, cy, bo], shot="teams-round-three")
+    # bo closes the tab: the others play on; past the grace period an agent takes the seat
+    bo.page.close()
+    play_team_round([ada, cy])
+    for person in (ada, cy):
+        person.questionnaire("questionnaire-1", None)
+        person.step("intro-2")
+        person.click("continue")
+    [seat] = wait_for(server, "SELECT * FROM seats s JOIN participants p ON "
+                              "p.id = s.participant_id WHERE p.code = 'bo-2' AND "
+                              "s.dropped_at IS NOT NULL", timeout=90)
+    assert seat["drop_reason"] == "away"
+    running_round(ada)
+    running_round(cy)
+    agent = ada.page.locator(".station.theirs[data-kind=agent]")
+    assert agent.count() == 1 and "played by an agent" in agent.inner_text()
+    assert cy.page.locator(".station.theirs[data-kind=agent]").count() == 1
+    ada.shot("teams-round-agent-desktop")
+    cy.shot("teams-round-agent-phone")
+    play_team_round([ada, cy])
+    play_team_round([ada, cy])
+    for person in (ada, cy):
+        person.questionnaire("questionnaire-2", None)
+        person.questionnaire("post", None)
+        person.step("debrief")
+        person.click("keep")
+        person.step("done")
+    comeback = contexts[2].new_page()  # the same browser, a new tab
+    comeback.goto(f"{server.url}/p/bo-2")
+    comeback.wait_for_selector('[data-step="dropped"]')
+    Participant(comeback, shots).shot("teams-dropped-phone")
+
+    [team] = stored(server, "SELECT * FROM teams")
+    assert (team["humans"], team["persons"], team["formed_by"]) == (3, 3, "arrival")
+    assert team["finished_at"] is not None
+    steps = {row["code"]: row["step"] for row in stored(
+        server, "SELECT code, step FROM participants")}
+    assert steps == {"ada-1": "done", "cy-3": "done", "bo-2": "dropped"}
+    agent_rounds = stored(server, "SELECT DISTINCT r.session, r.number FROM seat_cookies c "
+                                  "JOIN team_rounds r ON r.id = c.team_round_id WHERE c.seat = ?",
+                          seat["seat"])
+    taken = (seat["agent_from_session"], seat["agent_from_round"])
+    assert agent_rounds and all((r["session"], r["number"]) >= taken for r in agent_rounds)
+    assert len(stored(server, "SELECT * FROM team_rounds")) == 4
+    for context in contexts:
+        context.close()
+
+
+def wait_for(server: LiveServer, sql: str, timeout: float) -> list:
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        rows = stored(server, sql)
+        if rows:
+            return rows
+        time.sleep(0.25)
+    raise AssertionError(f"never true: {sql}")

@@ -1,0 +1,259 @@
+"""A capability clipped at 0.01 or 0.99 is not a measurement, and the protocol declares what
+follows from it ([study] clipped_capability, MODEL.md "Measuring a participant"): the
+unmatched page, with the unmatched outcome's link and pay, before any team is formed on it;
+or the person continues and the analysis leaves them out (exclusion clipped-capability).
+A brisk simulated person (the human model at 0.2 times its times, quicker than the
+shipped reference speeds leave room for) goes through the real Socket.IO journey; the
+console and the report count what followed."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from team_support import team_protocol
+from test_console import PASSWORD, logged_in
+from test_outcomes import details
+from test_real_teams import Person, journey, practise, rows
+from web_support import STUDY2, FakeClock, make_app
+
+from analysis import flow
+from analysis.calibration import section as calibration_section
+from analysis.load import load
+from analysis.report import prepare
+from analysis.teams import UNMATCHED_CLIPPED, attainment
+from study.bots import AckLog, Bot, StudyFacts, profile_for
+from study.bots.human import Human
+from study.bots.participant import _next_round
+from study.exports.bonus import export_bonuses
+from study.protocol.loader import load_protocol
+from study.web.console import views as console
+from study.web.participant.teammate import PoolTeammates
+
+BRISK, TYPICAL = 0.2, 1.0  # times the human model's times
+UNMATCHED_LINK = "https://app.prolific.com/submissions/complete?cc=CLIPPED1"
+ROUND_STEPS = ("practice", "session-1", "session-2")
+
+
+def study2_with(directory: Path, consequence: str) -> Path:
+    """The shipped study2 with ``clipped_capability = consequence``, open enrolment, a link
+    for the unmatched end and pay for it."""
+    text = STUDY2.read_text(encoding="utf-8")
+    assert 'clipped_capability = "unmatched"' in text
+    text = (text.replace('clipped_capability = "unmatched"',
+                         f'clipped_capability = "{consequence}"')
+            .replace("open_enrolment = false", "open_enrolment = true")
+            .replace("[bonus]\n", "[bonus]\nunmatched = 0.40\n"))
+    path = directory / f"study2-{consequence}.toml"
+    path.write_text(text + f'\n[recruitment.outcomes]\nunmatched = {{ url = "{UNMATCHED_LINK}", '
+                           f'code = "CLIPPED1" }}\n', encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def pools(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("pools")
+
+
+def study_app(directory: Path, pools: Path, consequence: str, clock: FakeClock) -> Any:
+    protocol = study2_with(directory, consequence)
+    teammates = PoolTeammates.for_protocol(load_protocol(protocol), pools)
+    app = make_app(directory, teammates, clock, protocol=protocol,
+                   STUDY_CONSOLE_PASSWORD=PASSWORD, TESTING=True)
+    if "console" not in app.blueprints:
+        console.init_app(app)
+    app.extensions["console_pusher"].stop()
+    return app
+
+
+def practise_at(app: Any, clock: FakeClock, person: Person, pace: float, seed: int) -> None:
+    """Consent, ratings and the four practice rounds at ``pace`` times the human model's
+    times: every element a ``progress`` message, every finished cookie a ``cookie``."""
+    rng = np.random.default_rng(seed)
+    person.submit("consent", {"agree": True})
+    person.submit("themes")
+    person.submit("preferences", {"ratings": {"ravens": 6, "steelers": 2}})
+    for number in range(1, 5):
+        current = person.send("start_round", {"round": number})["state"]["round"]
+        seconds = current["deadline"] - current["started_at"]
+        for action in Human(pace=pace).round_actions(current["target"], seconds, rng):
+            clock.now = current["started_at"] + action.at
+            event = "cookie" if action.finished else "progress"
+            assert person.send(event, {"round_id": current["id"],
+                                       "content": action.content})["ok"]
+        clock.now = current["deadline"]
+        journey(app).tick(clock.now)
+
+
+def clipped_flags(app: Any, code: str) -> list[int]:
+    return [row["clipped"] for row in rows(
+        app, "SELECT m.clipped FROM measurements m JOIN participants p ON p.id = "
+             "m.participant_id WHERE p.code = ? AND m.kind = 'capability' "
+             "ORDER BY m.task_type", code)]
+
+
+def live_view(app: Any) -> dict[str, Any]:
+    client, _ = logged_in(app)
+    return client.get("/console/live.json").get_json()
+
+
+def test_unmatched_a_brisk_person_meets_the_unmatched_page_with_its_link_and_pay(
+        tmp_path: Path, pools: Path):
+    clock = FakeClock()
+    app = study_app(tmp_path, pools, "unmatched", clock)
+    brisk, typical = Person(app, "brisk-1"), Person(app, "typical-1")
+    practise_at(app, clock, brisk, BRISK, seed=1)
+    practise_at(app, clock, typical, TYPICAL, seed=2)
+    assert clipped_flags(app, "brisk-1") == [0, 1], "letters clip, squares do not"
+    assert clipped_flags(app, "typical-1") == [0, 0]
+    state = brisk.state()
+    assert state["step"] == "unmatched"
+    assert state["end"] == {"outcome": "unmatched", "url": UNMATCHED_LINK, "code": "CLIPPED1"}
+    assert typical.state()["step"] == "teammate"
+    pid = journey(app).storage.participant("brisk-1")["id"]
+    assert rows(app, "SELECT * FROM teammates WHERE participant_id = ?", pid) == []
+    assert rows(app, "SELECT * FROM sessions WHERE participant_id = ? AND number > 0",
+                pid) == [], "no team is formed on a clipped value"
+
+    view = live_view(app)
+    assert view["calibration"]["clipped_people"] == {
+        "consequence": "unmatched", "people": 1, "continued": 0, "unmatched": 1}
+    assert (view["target"]["unmatched"], view["target"]["unmatched_clipped"]) == (1, 1)
+
+    out = tmp_path / "bonus"
+    export_bonuses(journey(app).storage.path, out)
+    assert ("brisk-1", "unmatched", 0.4) in details(out)
+
+    data = load(journey(app).storage.path)
+    study = prepare([data])
+    table = attainment(study.stages, clipped=flow.clipped_ids(data.practice))
+    counts = dict(zip(table["placement"], table["participants"], strict=True))
+    assert counts[UNMATCHED_CLIPPED] == 1 and counts["placed in target team"] == 1
+    followed = calibration_section(data, None, tmp_path / "figures")["tables"][-1][1]
+    assert followed.iloc[0].to_dict() == {
+        "clipped_capability": "unmatched", "participants_with_a_clipped_capability": 1,
+        "continued_left_out_of_the_analysis": 0, "met_the_unmatched_page": 1}
+
+
+def test_unmatched_a_clipped_person_never_enters_a_real_teams_lobby(tmp_path: Path, teammates):
+    """A [team] formed in its lobby: the clipped person meets the unmatched page instead of
+    waiting for people to be teamed with on a value that is not theirs."""
+    path = team_protocol(tmp_path)
+    text = path.read_text(encoding="utf-8")
+    assert 'clipped_capability = "continue"' in text
+    path.write_text(text.replace('clipped_capability = "continue"',
+                                 'clipped_capability = "unmatched"'), encoding="utf-8")
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, path)
+    reference = load_protocol(path).cookies[1].reference_speed
+    quick = int(np.ceil(0.99 * reference * load_protocol(path).practice_seconds)) + 1
+    clipped, measured = Person(app, "clip-1"), Person(app, "fits-1")
+    practise(app, clock, clipped, letters=quick)  # letters faster than the reference speed
+    practise(app, clock, measured, letters=1)
+    assert clipped_flags(app, "clip-1")[1] == 1 and clipped_flags(app, "fits-1") == [0, 0]
+    assert clipped.state()["step"] == "unmatched"
+    assert measured.state()["step"] == "lobby"
+    lobby = {row["code"] for row in rows(app, "SELECT p.code FROM lobby l JOIN participants p "
+                                              "ON p.id = l.participant_id")}
+    assert lobby == {"fits-1"}
+
+
+@pytest.fixture
+def teammates(tmp_path: Path) -> PoolTeammates:
+    from web_support import small_pool
+
+    return small_pool(tmp_path / "pools")
+
+
+def to_the_end(app: Any, clock: FakeClock, code: str) -> str:
+    """The rest of the study as the bots answer its pages (questionnaires, debrief), one
+    cookie a round."""
+    facts = StudyFacts.from_protocol(journey(app).protocol)
+    bot = Bot("http://in-process", code, profile_for(0, "fast", seed=3), AckLog(), facts=facts)
+    state, sent = journey(app).state(code), itertools.count()
+    while state["step"] not in ("done", "unmatched"):
+        if state["step"] in ROUND_STEPS:
+            reply = journey(app).handle("start_round", code, {
+                "msg_id": f"{code}-{next(sent)}", "round": _next_round(state.get("round"))})
+            assert reply["ok"], reply
+            clock.now = reply["state"]["round"]["deadline"] + 0.01
+            journey(app).tick(clock.now)
+        else:
+            reply = journey(app).handle("submit", code, {
+                "msg_id": f"{code}-{next(sent)}", "step": state["step"],
+                "data": bot.page_data(state)})
+            assert reply["ok"], reply
+        state = journey(app).state(code)
+    return state["step"]
+
+
+def test_continue_a_brisk_person_plays_on_and_the_analysis_leaves_them_out(
+        tmp_path: Path, pools: Path):
+    clock = FakeClock()
+    app = study_app(tmp_path, pools, "continue", clock)
+    brisk, typical = Person(app, "brisk-2"), Person(app, "typical-2")
+    practise_at(app, clock, brisk, BRISK, seed=1)
+    practise_at(app, clock, typical, TYPICAL, seed=2)
+    assert clipped_flags(app, "brisk-2") == [0, 1]
+    assert brisk.state()["step"] == "teammate", "continue: the study goes on"
+    assert to_the_end(app, clock, "brisk-2") == to_the_end(app, clock, "typical-2") == "done"
+
+    view = live_view(app)
+    assert view["calibration"]["clipped_people"] == {
+        "consequence": "continue", "people": 1, "continued": 1, "unmatched": 0}
+    assert view["target"]["unmatched_clipped"] == 0
+
+    data = load(journey(app).storage.path)
+    study = prepare([data])
+    people = study.chosen.participants.set_index("code")
+    assert people.loc["brisk-2", "excluded_by"] == "clipped-capability"
+    assert bool(people.loc["typical-2", "included"])
+    assert study.design.rules.exclude[-1] == "clipped-capability", "declared by the key"
+    assert re.search(r'clipped-capability \(a capability was clipped', study.design.rules
+                     .describe())
+    exclusions = flow.exclusion_table(study.chosen).set_index("rule")
+    assert (int(exclusions.loc["clipped-capability", "matched"]),
+            int(exclusions.loc["clipped-capability", "removed"])) == (1, 1)
+    analysed = set(study.analysed.participants["code"])
+    assert analysed == {"typical-2"}
+    followed = calibration_section(data, None, tmp_path / "figures")["tables"][-1][1]
+    assert followed.iloc[0].to_dict() == {
+        "clipped_capability": "continue", "participants_with_a_clipped_capability": 1,
+        "continued_left_out_of_the_analysis": 1, "met_the_unmatched_page": 0}
+
+
+@pytest.mark.parametrize(("consequence", "placed", "unplaced"), [
+    ("unmatched", 1, {"clipped capability": 1}), ("continue", 2, {})])
+def test_a_pilot_s_live_teams_formed_offline_follow_the_declared_consequence(
+        tmp_path: Path, consequence: str, placed: int, unplaced: dict[str, int]):
+    """``study calibrate --fea-bounds people`` forms the pilot's live teams as the study
+    would: a person whose capability clips under the calibrated reference speeds is not
+    teamed under ``unmatched``."""
+    from study.calibration.bounds import pilot_live_teams
+    from study.calibration.pilot import Pilot
+
+    protocol = load_protocol(study2_with(tmp_path, consequence))
+    references = np.array([cookie.reference_speed for cookie in protocol.cookies])
+    ratios = np.array([[0.3, 1.5], [0.075, 0.23]])  # the first clips on letters
+    pilot = Pilot(tmp_path / "pilot.sqlite", "0" * 64, ratios * references,
+                  np.array([[0.84, 0.17], [0.84, 0.17]]), ("2025-06-15", "2025-06-15"))
+    teams, why = pilot_live_teams(protocol, pilot, protocol.pool_spec().fea)
+    assert (len(teams), why) == (placed, unplaced)
+
+
+@pytest.mark.parametrize(("consequence", "follows"), [
+    ("unmatched", "the unmatched page once practice ends, before a team is formed"),
+    ("continue", "the participant continues; the analysis leaves them out "
+                 "(clipped-capability)")])
+def test_study_check_says_what_follows_a_clipped_capability(tmp_path: Path, capsys,
+                                                            consequence: str, follows: str):
+    from study.cli import main
+
+    assert main(["check", str(study2_with(tmp_path, consequence))]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines()
+                if line.strip().startswith("clipped "))
+    assert line.endswith(f"a capability at 0.01 or 0.99 is not a measurement: {follows}")

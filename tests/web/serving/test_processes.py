@@ -1,0 +1,118 @@
+"""Several server processes on one database: the scheduler's lease, heartbeats, the console's
+connection counts, and writes from two processes at once."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+from types import SimpleNamespace
+
+from study.storage.database import Storage
+from study.web.participant import sockets
+from study.web.serving.processes import LEASE_SECONDS, Processes
+
+
+class Clock:
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_one_process_holds_the_lease_until_it_stops_renewing(tmp_path):
+    storage, clock = Storage(tmp_path / "study.sqlite"), Clock()
+    first, second = Processes(storage, clock), Processes(storage, clock)
+    assert first.beat() and not second.beat()
+    clock.now += LEASE_SECONDS * 0.9
+    assert first.beat() and not second.beat()  # renewed in time: still the first's
+    clock.now += LEASE_SECONDS * 0.9
+    assert not second.beat()
+    clock.now += LEASE_SECONDS + 0.01  # the first is silent past its lease: taken over
+    assert second.beat() and not first.beat()
+    assert storage.one("SELECT holder FROM leases")["holder"] == second.id
+
+
+def test_a_clean_stop_frees_the_lease_at_once(tmp_path):
+    storage, clock = Storage(tmp_path / "study.sqlite"), Clock()
+    first, second = Processes(storage, clock), Processes(storage, clock)
+    assert first.beat()
+    first.leave()
+    assert second.beat()
+
+
+def test_liveness_and_connections_count_only_live_processes(tmp_path):
+    storage, clock = Storage(tmp_path / "study.sqlite"), Clock()
+    first, second = Processes(storage, clock), Processes(storage, clock)
+    first.beat()
+    second.beat()
+    first.connected("sid-a", "code-1")
+    second.connected("sid-b", "code-1")
+    second.connected("sid-c", "code-2")
+    assert first.connection_counts() == {"code-1": 2, "code-2": 1}
+    assert first.others_alive() and second.others_alive()
+    clock.now += 5  # the second dies without a goodbye; the first goes on beating
+    first.beat()
+    assert not first.others_alive()
+    assert first.connection_counts() == {"code-1": 1}
+    first.forget_dead()
+    assert storage.one("SELECT count(*) AS n FROM connections")["n"] == 1
+    assert first.last_sign_of_life() == clock.now - 5
+    second.disconnected("sid-b")
+
+
+def _increment(path: str, times: int) -> None:
+    """Read a counter, then write it plus one, ``times`` times: a lost update or a
+    'database is locked' would show in the final count or as an exception."""
+    storage = Storage(Path(path))
+    for _ in range(times):
+        with storage.event() as db:
+            value = storage.one("SELECT value FROM counter WHERE id = 1")["value"]
+            db.execute("UPDATE counter SET value = ? WHERE id = 1", (value + 1,))
+    storage.close()
+
+
+def test_two_writer_processes_wait_their_turn_and_lose_no_update(tmp_path):
+    path = tmp_path / "study.sqlite"
+    storage = Storage(path)
+    storage.db.execute("CREATE TABLE counter (id INTEGER PRIMARY KEY, value INTEGER)")
+    storage.db.execute("INSERT INTO counter VALUES (1, 0)")
+    storage.db.conn.commit()
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_increment, args=(str(path), 300)) for _ in range(2)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(timeout=300)
+    assert [w.exitcode for w in writers] == [0, 0]
+    assert storage.one("SELECT value FROM counter WHERE id = 1")["value"] == 600
+
+
+class RecordingSocketIO:
+    """What the notifier hands Flask-SocketIO: the rooms with a connection on this process,
+    and every emit with whether it skips the message queue."""
+
+    def __init__(self, local_rooms: set[str]) -> None:
+        self.server = SimpleNamespace(manager=SimpleNamespace(
+            rooms={"/": {room: {"sid": "eio"} for room in local_rooms}}))
+        self.emits: list[tuple[str, bool]] = []
+
+    def emit(self, event: str, payload: dict, to: str, ignore_queue: bool = False) -> None:
+        self.emits.append((to, ignore_queue))
+
+
+def test_a_push_skips_the_queue_only_for_a_participant_connected_here_alone(tmp_path):
+    storage, clock = Storage(tmp_path / "study.sqlite"), Clock()
+    here, other = Processes(storage, clock), Processes(storage, clock)
+    here.connected("sid-a", "alone-here")
+    here.connected("sid-b", "two-tabs")
+    other.connected("sid-c", "two-tabs")
+    other.connected("sid-d", "elsewhere")
+    socketio = RecordingSocketIO({"alone-here", "two-tabs"})
+    notify = sockets.notifier(socketio, here, shared=True)
+    for code in ("alone-here", "two-tabs", "elsewhere"):
+        notify(code, "station", {})
+    assert socketio.emits == [("alone-here", True), ("two-tabs", False), ("elsewhere", False)]
+    one_process = RecordingSocketIO({"alone-here"})
+    sockets.notifier(one_process, here, shared=False)("alone-here", "station", {})
+    assert one_process.emits == [("alone-here", False)]
