@@ -20,9 +20,9 @@ from web_support import FakeClock, msg
 
 from study.cookies import letters_target, squares_target
 from study.web.console.live import snapshot
+from study.web.participant.agent_pool import algorithm_for, live_team, session_row
 from study.web.participant.progress import Placement, placement
 from study.web.participant.rejections import Rejected
-from study.web.participant.teammate import algorithm_for, live_team, session_row
 
 PROTOCOLS = Path(__file__).resolve().parents[1] / "protocols"
 LETTERS, SQUARES = letters_target("GO STEELERS"), squares_target("BR")

@@ -17,7 +17,7 @@ from web_support import DEMO, FakeClock, make_app
 from study.bonus import export_bonuses
 from study.recruitment import OUTCOMES
 from study.web.console.holds import apply_action
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 TEAM_ONLY = ("lobby_timeout", "dropped")
 BONUS = ("\n[bonus]\nper_cookie = 0.05\nper_team_cookie = 0.02\nper_lobby_minute = 0.10\n"

@@ -10,7 +10,7 @@ import pytest
 from study.pool import Pool, build_pool
 from study.protocol import load_protocol
 from study.solver import solve
-from study.web.participant.teammate import (
+from study.web.participant.agent_pool import (
     PoolTeammates,
     algorithm_for,
     live_team,

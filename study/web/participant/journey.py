@@ -27,14 +27,14 @@ from study.storage_health import RETRY_AFTER_SECONDS, StorageUnavailable
 from study.web.console.balance import balanced_order
 from study.web.participant import binding
 from study.web.participant.admission import Admission
+from study.web.participant.agent_pool import TeammateSource, algorithm_for
+from study.web.participant.agent_team import AgentTeam
 from study.web.participant.pages import TERMINAL
 from study.web.participant.playing import Rounds
+from study.web.participant.real_teams import RealTeams
 from study.web.participant.rejections import Rejected
 from study.web.participant.state import PageState
 from study.web.participant.steps import Steps, declined_mark
-from study.web.participant.team import Teams
-from study.web.participant.team_formation import TeamFormation
-from study.web.participant.teammate import TeammateSource, algorithm_for
 from study.web.serving.processes import Processes
 
 MSG_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
@@ -74,7 +74,7 @@ def unavailable() -> dict[str, Any]:
             "detail": STORAGE_WAIT, "retry_after": RETRY_AFTER_SECONDS}
 
 
-class Journey(Steps, Rounds, TeamFormation, PageState):
+class Journey(Steps, Rounds, AgentTeam, PageState):
     """One study run: its protocol, database, teammate source and clock.
 
     The concerns live in their own modules: page steps (``steps``), rounds and the clock
@@ -96,7 +96,7 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         # and popleft are atomic, so no push is lost between two threads.
         self.pushes: deque[tuple[str, str, dict[str, Any]]] = deque()
         self.admission = Admission(storage, clock)
-        self.teams = Teams(protocol, storage, teammates, self._advance, self._session)
+        self.teams = RealTeams(protocol, storage, teammates, self._advance, self._session)
         self.expired_at = -EXPIRY_CHECK_SECONDS
         for condition in protocol.conditions:
             algorithm_for(condition, teammates.fea_bounds)  # fail at start, not mid-study

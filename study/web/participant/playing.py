@@ -19,11 +19,11 @@ from study.solver import Policy
 from study.storage import Storage, to_json
 from study.storage_health import StorageUnavailable
 from study.web.participant import rounds
+from study.web.participant.agent_pool import policy_of
 from study.web.participant.inputs import whole
 from study.web.participant.pages import ROUND_STEPS
+from study.web.participant.real_teams import RealTeams
 from study.web.participant.rejections import Rejected
-from study.web.participant.team import Teams
-from study.web.participant.teammate import policy_of
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class Rounds:
     policies: dict[int, Policy]
     schedules: dict[int, list[float]]
     pushes: deque[tuple[str, str, dict[str, Any]]]
-    teams: Teams
+    teams: RealTeams
     push_states: Callable[[set[int]], None]
 
     def _last_round(self, session_id: int) -> dict[str, Any] | None:

@@ -12,8 +12,8 @@ from study.storage import Storage
 from study.web.participant import ends, pages
 from study.web.participant.admission import Admission
 from study.web.participant.pages import ROUND_STEPS, session_number
+from study.web.participant.real_teams import RealTeams
 from study.web.participant.rejections import Rejected
-from study.web.participant.team import Teams
 
 
 class PageState:
@@ -24,7 +24,7 @@ class PageState:
     clock: Callable[[], float]
     admission: Admission
     refuse: Callable[..., dict[str, Any]]
-    teams: Teams
+    teams: RealTeams
 
     def sync(self, code: str) -> dict[str, Any]:
         """The answer to ``sync``: the state again, for a page that may have missed a push

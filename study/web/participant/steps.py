@@ -20,8 +20,8 @@ from study.storage import Storage
 from study.web.console import holds
 from study.web.participant import pages, withdrawal
 from study.web.participant.pages import ROUND_STEPS, next_step, session_number, steps_of
+from study.web.participant.real_teams import RealTeams
 from study.web.participant.rejections import Rejected
-from study.web.participant.team import Teams
 
 
 def declined_mark(recruitment_id: str | None) -> str | None:
@@ -42,7 +42,7 @@ class Steps:
     state: Callable[[str], dict[str, Any]]
     flush: Callable[[], None]
     _condition_order: Callable[[], list[str]]
-    teams: Teams
+    teams: RealTeams
 
     def _session(self, participant_id: int, number: int) -> dict[str, Any]:
         return self.storage.one("SELECT * FROM sessions WHERE participant_id = ? AND number = ?",

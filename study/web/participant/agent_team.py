@@ -16,16 +16,16 @@ from study.protocol import TASK_NAMES, Protocol
 from study.solver import Policy
 from study.storage import Storage
 from study.web.participant import rounds
+from study.web.participant.agent_pool import TeammateSource, algorithm_for, session_row
 from study.web.participant.progress import PartialCookies, RoundSpeed, round_speed
-from study.web.participant.team import Teams
-from study.web.participant.teammate import TeammateSource, algorithm_for, session_row
+from study.web.participant.real_teams import RealTeams
 
 # A measured round that downtime cut to less than this share of its length is pooled
 # with the earlier practice round of its cookie type (each over the time the server was up).
 MIN_MEASURED_SHARE = 0.5
 
 
-class TeamFormation(PartialCookies):
+class AgentTeam(PartialCookies):
     """Teammate choice of ``Journey`` (a mixin: it shares the journey's protocol, database,
     teammate source and solved policies).
 
@@ -42,7 +42,7 @@ class TeamFormation(PartialCookies):
     pushes: deque[tuple[str, str, dict[str, Any]]]
     clock: Callable[[], float]
     background: Callable[[Callable[[], None]], Any]
-    teams: Teams
+    teams: RealTeams
     push_states: Callable[[set[int]], None]
 
     def form_team(self, participant_id: int) -> None:

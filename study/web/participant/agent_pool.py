@@ -53,7 +53,7 @@ class PoolTeammates(PoolMembers):
         """Index the admitted members now (a fifth of a second on a 500,000-team pool), at
         start, rather than inside the first teammate choice's write transaction (the app
         calls this on a source that has it). A pool of larger teams serves a [team]'s
-        agent seats, matched by ``study.web.participant.team.agents`` instead."""
+        agent seats, matched by ``study.web.participant.real_teams.agents`` instead."""
         _ = self._index if self.pool.spec.humans == 2 else self.pool.coefficients
 
 

@@ -1,6 +1,6 @@
 """Real teams (docs/teams.md): the lobby, the team's rounds on one clock, dropped seats.
 
-``Teams`` is what the journey holds: for a protocol without ``[team]`` every method is
+``RealTeams`` is what the journey holds: for a protocol without ``[team]`` every method is
 a no-op, so the journey calls it unconditionally.
 """
 
@@ -11,16 +11,16 @@ from typing import Any
 
 from study.protocol import Protocol
 from study.storage import Storage
-from study.web.participant.team.founding import Founding
-from study.web.participant.team.lobby import Lobby
-from study.web.participant.team.play import TeamPlay
+from study.web.participant.real_teams.founding import Founding
+from study.web.participant.real_teams.lobby import Lobby
+from study.web.participant.real_teams.play import TeamPlay
 
 # While people wait or play, the scheduler looks at least this often at who is away and
 # which timers ran out.
 WATCH_SECONDS = 1.0
 
 
-class Teams:
+class RealTeams:
     """The lobby and the playing teams of one protocol."""
 
     def __init__(self, protocol: Protocol, storage: Storage, teammates: Any,
