@@ -39,6 +39,11 @@ class RealTeams:
         self.lobby = Lobby(protocol, storage, founding, advance, lambda: teammates.pool)
         self.play = TeamPlay(protocol, storage, advance, fea_bounds, session_of)
 
+    @property
+    def enabled(self) -> bool:
+        """Whether the protocol forms real teams (it has ``[team]``)."""
+        return self.lobby is not None
+
     def enter_lobby(self, participant_id: int, now: float) -> set[int]:
         """A measured person starts waiting; the teams that can form, form. Everyone
         waiting is told: the count of who is here changed."""
@@ -80,6 +85,28 @@ class RealTeams:
         waiting = self.lobby.waiting_ids()
         return self.play.drop(participant_id, reason, now) | (
             waiting if participant_id in waiting else set())
+
+    def team_page(self, participant_id: int) -> str:
+        """The team page the person reads: the version that says who is in their team."""
+        return "team" if self.play is None else self.play.team_page(participant_id)
+
+    def page_state(self, participant_id: int, step: str) -> dict[str, Any]:
+        """``state``'s lobby page and the person's team once it formed (docs/teams.md);
+        nothing without ``[team]``."""
+        if self.lobby is None or self.play is None:
+            return {}
+        return {"lobby": self.lobby.page(participant_id) if step == "lobby" else None,
+                "team": self.play.member(participant_id)}
+
+    def round_state(self, session: dict[str, Any], running: dict[str, Any] | None,
+                    now: float) -> dict[str, Any]:
+        """``state.round``'s team keys for a team's session (``TeamPlay.round_state``)."""
+        return {} if self.play is None else self.play.round_state(session, running, now)
+
+    def station_push(self, row: dict[str, Any], cookies: int,
+                     placed: int) -> tuple[list[str], dict[str, Any]]:
+        """Whom to tell of a member's changed station, and what (``TeamPlay.station_push``)."""
+        return ([], {}) if self.play is None else self.play.station_push(row, cookies, placed)
 
     def codes(self, participant_ids: set[int]) -> list[str]:
         """The codes of participants still on record (pushes go by code)."""
