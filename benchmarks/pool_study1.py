@@ -208,7 +208,7 @@ def best_seconds(action: Callable[[], object], repeats: int = 5) -> float:
 
 def live_team_of(match: Match, c: np.ndarray, p: np.ndarray) -> Team:
     """The participant in the matched member's role, the teammate in the other (as
-    ``study.web.participant.teammate.live_team`` places them)."""
+    ``study.web.participant.agent_pool.live_team`` places them)."""
     team_c, team_p = np.empty((2, len(c))), np.empty((2, len(c)))
     team_c[match.participant_human], team_p[match.participant_human] = c, p
     team_c[match.teammate_human], team_p[match.teammate_human] = match.teammate_c, match.teammate_p

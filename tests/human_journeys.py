@@ -30,8 +30,8 @@ import numpy as np
 from study.bots.human import Human, share_in_ranges
 from study.protocol.loader import load_protocol
 from study.storage.database import Storage
+from study.web.participant.agent_pool import PoolTeammates
 from study.web.participant.journey import Journey
-from study.web.participant.teammate import PoolTeammates
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = ROOT / "protocols"

@@ -9,7 +9,7 @@ from typing import Any
 from study.bots.servers import ServeProcess
 from study.pool import Pool, PoolSpec, ensure_pool
 from study.web import create_app
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "protocols" / "demo.toml"

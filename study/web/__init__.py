@@ -32,9 +32,9 @@ from study.web.console import views as console
 from study.web.participant import error_pages, sockets
 from study.web.participant import links as participant
 from study.web.participant.admission import MAX_TRANSPORT_BYTES
+from study.web.participant.agent_pool import PoolTeammates
 from study.web.participant.inputs import PacketJSON
 from study.web.participant.journey import Journey
-from study.web.participant.teammate import PoolTeammates
 from study.web.serving import queue, security, unavailable
 from study.web.serving.app_class import StudyFlask
 from study.web.serving.processes import Processes

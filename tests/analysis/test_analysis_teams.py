@@ -24,7 +24,7 @@ from analysis import cli, teams
 from study.bots import AckLog, Bot, StudyFacts
 from study.bots.participant import BEHAVIOURS, Profile
 from study.protocol.loader import load_protocol
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 # (capabilities, preferences) per participant: preferences against capabilities can make
 # the most capable human of a Mixed team, preferences with them cannot (off target); the

@@ -17,7 +17,7 @@ from analysis import cli, teams, ties
 from study.bots import AckLog, Bot, StudyFacts
 from study.bots.participant import BEHAVIOURS, Profile
 from study.protocol.loader import load_protocol
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 # (capabilities, preferences): the last three rate both themes equally.
 PROFILES = (((0.3, 0.95), (0.9, 0.1)), ((0.3, 0.95), (0.1, 0.9)), ((0.2, 0.15), (0.17, 0.99)),

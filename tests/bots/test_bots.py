@@ -18,7 +18,7 @@ from study.cli import main
 from study.commands.bot import codes_from
 from study.protocol.loader import load_protocol
 from study.web import create_app
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUNDS_PER_BOT = 4 + 2 + 2  # practice, session 1, session 2 of the demo protocol

@@ -28,8 +28,8 @@ from study.bots.servers import quick_protocol
 from study.protocol.loader import load_protocol
 from study.task.cookies import letters_target, matches, squares_target, target
 from study.web import create_app
+from study.web.participant.agent_pool import PoolTeammates
 from study.web.participant.progress import placement
-from study.web.participant.teammate import PoolTeammates
 
 PROTOCOLS = Path(__file__).resolve().parents[2] / "protocols"
 LETTERS, SQUARES = letters_target("GO STEELERS"), squares_target("BR")

@@ -27,7 +27,7 @@ from study.pool.bounds import derive_bounds
 from study.protocol.loader import load_protocol
 from study.task.cookies import letters_target
 from study.web.console.holds import apply_action, ensure_tables
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 STUDY2 = PROTOCOLS / "study2-paper.toml"
 TARGETS = ((0.20, 0.32), (0.63, 1.00))  # the paper's ranges ([pool.sample] c): squares, letters

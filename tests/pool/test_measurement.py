@@ -20,9 +20,9 @@ from web_support import FakeClock, msg
 
 from study.task.cookies import letters_target, squares_target
 from study.web.console.live import snapshot
+from study.web.participant.agent_pool import algorithm_for, live_team, session_row
 from study.web.participant.progress import Placement, placement
 from study.web.participant.rejections import Rejected
-from study.web.participant.teammate import algorithm_for, live_team, session_row
 
 PROTOCOLS = Path(__file__).resolve().parents[2] / "protocols"
 LETTERS, SQUARES = letters_target("GO STEELERS"), squares_target("BR")
@@ -321,7 +321,7 @@ def formed_with(app: Any, clock: FakeClock, code: str,
     to_practice(app, code)
     played = play_practice(app, clock, code)
     journey = study(app)
-    journey.teammates = source(*members_by_plans(journey))
+    journey.agent_team.teammates = source(*members_by_plans(journey))
     close(app, clock, played[3])
     participant = journey.storage.participant(code)
     teammate = journey.storage.one("SELECT * FROM teammates WHERE participant_id = ?",
@@ -331,7 +331,7 @@ def formed_with(app: Any, clock: FakeClock, code: str,
 
 def test_the_teammate_is_the_nearest_member_with_which_the_robots_differ(app, clock):
     journey, participant, teammate = formed_with(app, clock, "apart-1", TwoMembers)
-    same, different = journey.teammates.same, journey.teammates.different
+    same, different = journey.agent_team.teammates.same, journey.agent_team.teammates.different
     assert capabilities(app, "apart-1")[0]["value"] == pytest.approx(
         measured_like_play_practice(journey)[0][0])
     assert (teammate["pool_team"], teammate["passed_over"]) == (different.team_index, 1)
@@ -349,7 +349,7 @@ def test_robots_that_coincide_with_every_member_are_flagged_in_the_console(app, 
                                    "number > 0", (participant["id"],))
     assert sessions[0]["plan"] == sessions[1]["plan"] and participant["robots_identical"] == 1
     assert (teammate["pool_team"], teammate["passed_over"]) == (
-        journey.teammates.same.team_index, 0)
+        journey.agent_team.teammates.same.team_index, 0)
     live = snapshot(journey.storage, clock.now, lambda code: 0)["participants"][0]
     assert live["robots_identical"] is True
 
@@ -367,8 +367,9 @@ def test_participants_placed_off_target_are_counted_and_flagged_in_the_console(a
     journey, participant, teammate = formed_with(app, clock, "off-3", OffTarget)
     assert participant["step"] == "teammate"
     assert (teammate["target_met"], teammate["live_type"]) == (0, "mixed-reversed")
+    pool = journey.agent_team.teammates
     assert (teammate["nearest_team"], teammate["pool_team"]) == (
-        journey.teammates.same.team_index, journey.teammates.different.team_index)
+        pool.same.team_index, pool.different.team_index)
     live = snapshot(journey.storage, clock.now, lambda code: 0)
     assert live["target"] == {"in_target": 0, "off_target": 1, "unmatched": 0,
                               "unmatched_clipped": 0}

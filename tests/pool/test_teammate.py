@@ -10,7 +10,7 @@ import pytest
 from study.allocation.solver import solve
 from study.pool import Pool, build_pool
 from study.protocol.loader import load_protocol
-from study.web.participant.teammate import (
+from study.web.participant.agent_pool import (
     PoolTeammates,
     algorithm_for,
     live_team,

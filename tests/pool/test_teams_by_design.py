@@ -17,7 +17,7 @@ from study.pool.match import participant_vector
 from study.pool.names import TEAM_TYPES
 from study.pool.teamtypes import most_capable_human, team_type_codes
 from study.protocol.loader import load_protocol
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = ROOT / "protocols"

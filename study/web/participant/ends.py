@@ -14,7 +14,7 @@ from study.storage.database import Storage
 STEP_OUTCOMES = {"done": "finished", "declined": "declined", "withdrawn": "withdrawn",
                  "dropped": "dropped"}
 # A lobby wait that ended without a team: its timer ran out, or the person left after the
-# wait (``study.web.participant.team.lobby``).
+# wait (``study.web.participant.real_teams.lobby``).
 LOBBY_ENDS = ("timeout", "left")
 
 

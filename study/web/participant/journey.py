@@ -15,26 +15,25 @@ import logging
 import re
 import secrets
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from study.allocation.solver import Policy
 from study.protocol.loader import Protocol
 from study.protocol.recruitment import is_valid_id
 from study.storage.database import Storage, to_json
 from study.storage.health import RETRY_AFTER_SECONDS, StorageUnavailable
-from study.web.console.balance import balanced_order
 from study.web.participant import binding
 from study.web.participant.admission import Admission
+from study.web.participant.agent_pool import Policies, TeammateSource, algorithm_for
+from study.web.participant.agent_team import AgentTeam
+from study.web.participant.outbox import Notify, Outbox
 from study.web.participant.pages import TERMINAL
-from study.web.participant.playing import Rounds
+from study.web.participant.playing import Rounds, TeammateTimes
+from study.web.participant.real_teams import RealTeams
+from study.web.participant.records import Records
 from study.web.participant.rejections import Rejected
 from study.web.participant.state import PageState
 from study.web.participant.steps import Steps, declined_mark
-from study.web.participant.team import Teams
-from study.web.participant.team_formation import TeamFormation
-from study.web.participant.teammate import TeammateSource, algorithm_for
 from study.web.serving.processes import Processes
 
 MSG_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
@@ -45,8 +44,6 @@ EXPIRY_CHECK_SECONDS = 60.0
 STORAGE_WAIT = ("One moment, please: the bakery is catching up. Please keep this page open; "
                 "it goes on by itself.")
 log = logging.getLogger(__name__)
-
-Notify = Callable[[str, str, dict[str, Any]], None]
 
 
 def _no_notify(code: str, event: str, payload: dict[str, Any]) -> None:
@@ -74,32 +71,40 @@ def unavailable() -> dict[str, Any]:
             "detail": STORAGE_WAIT, "retry_after": RETRY_AFTER_SECONDS}
 
 
-class Journey(Steps, Rounds, TeamFormation, PageState):
+class Journey:
     """One study run: its protocol, database, teammate source and clock.
 
-    The concerns live in their own modules: page steps (``steps``), rounds and the clock
-    (``playing``), the teammate's choice (``team_formation``), the page state (``state``).
+    The journey checks and stores each message and hands its effect to the part that owns
+    it: the page steps (``steps.Steps``), the rounds and their clock (``playing.Rounds``),
+    the team formed after practice (``agent_team.AgentTeam``; real teams in
+    ``real_teams.RealTeams``), and what the page shows (``state.PageState``). The parts
+    share no attributes: each is given the others it calls, and pushes go through one
+    ``outbox.Outbox``.
     """
 
     def __init__(self, protocol: Protocol, storage: Storage, teammates: TeammateSource,
                  clock: Callable[[], float], notify: Notify = _no_notify,
                  background: Callable[[Callable[[], None]], Any] = _at_once) -> None:
+        for condition in protocol.conditions:
+            algorithm_for(condition, teammates.fea_bounds)  # fail at start, not mid-study
         self.protocol = protocol
-        self.background = lambda work: background(_unless_unavailable(work))
         self.storage = storage
         self.teammates = teammates
         self.clock = clock
-        self.notify = notify
-        self.policies: dict[int, Policy] = {}
-        self.schedules: dict[int, list[float]] = {}
-        # Filled by every thread that writes, drained by whichever flushes: a deque's append
-        # and popleft are atomic, so no push is lost between two threads.
-        self.pushes: deque[tuple[str, str, dict[str, Any]]] = deque()
         self.admission = Admission(storage, clock)
-        self.teams = Teams(protocol, storage, teammates, self._advance, self._session)
         self.expired_at = -EXPIRY_CHECK_SECONDS
-        for condition in protocol.conditions:
-            algorithm_for(condition, teammates.fea_bounds)  # fail at start, not mid-study
+        records = Records(storage)
+        self.teams = RealTeams(protocol, storage, teammates, records.advance, records.session)
+        teammate_times = TeammateTimes(protocol, storage)
+        self.page = PageState(protocol, storage, clock, records, self.teams, teammate_times)
+        self.outbox = Outbox(storage, self.teams, self.page.state, notify)
+        policies = Policies(protocol)
+        self.agent_team = AgentTeam(protocol, storage, clock, teammates, records, self.teams,
+                                    policies, self.outbox,
+                                    lambda work: background(_unless_unavailable(work)))
+        self.rounds = Rounds(protocol, storage, clock, records, self.teams, policies,
+                             teammate_times, self.agent_team, self.outbox)
+        self.steps = Steps(protocol, storage, clock, records, self.teams, self.outbox)
 
     # --- enrolment and joining ----------------------------------------------------------
 
@@ -109,7 +114,7 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
         the protocol's ``id_parameter``), created if new; recruitment ids are recorded.
         The reply's ``created`` says whether the participant is new.
 
-        The condition order is assigned at consent, not here (``_consent``): someone who
+        The condition order is assigned at consent, not here (``Steps``): someone who
         never consents holds nothing, so page loads cannot steer the counterbalancing.
         Unconsented participants who came by an open link or a recruitment id expire
         (``expire_unconsented``). One write transaction, so two processes enrolling the
@@ -186,11 +191,6 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
             code = secrets.token_hex(5)
             if self.storage.participant(code) is None:
                 return code
-
-    def _condition_order(self) -> list[str]:
-        """Counterbalancing: the order least held by participants who may still contribute
-        (``study.web.console.balance``)."""
-        return balanced_order(self.storage, self.protocol)
 
     def _add_external_ids(self, participant: dict[str, Any], ids: dict[str, str],
                           recruitment_id: str | None) -> None:
@@ -280,15 +280,16 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
             # changes nothing the page shows, so its ack is bare: it is most messages.
             reply = {"ok": True} if event == "progress" else {
                 "ok": True, "state": self.state(participant["code"])}
-        self.flush()
+        self.outbox.flush()
         return reply
 
     @property
     def handlers(self) -> dict[str, Callable[[dict[str, Any], Any, float], None]]:
         """The participant messages (``study.web.participant.sockets.EVENTS``) and what
         applies them."""
-        return {"submit": self._submit, "start_round": self._start_round,
-                "cookie": self._cookie, "progress": self._progress, "withdraw": self._withdraw}
+        return {"submit": self.steps.submit, "start_round": self.rounds.start_round,
+                "cookie": self.rounds.cookie, "progress": self.rounds.progress,
+                "withdraw": self.steps.withdraw}
 
     def _check_message(self, participant: dict[str, Any], payload: Any) -> str:
         if not isinstance(payload, dict):
@@ -318,18 +319,52 @@ class Journey(Steps, Rounds, TeamFormation, PageState):
             reply["state"] = self.state(participant["code"])
         return reply
 
+    # --- the parts' calls from outside a participant's message ------------------------
+
+    def state(self, code: str) -> dict[str, Any]:
+        """Everything the participant's page needs, rebuilt from the database."""
+        return self.page.state(code)
+
+    def sync(self, code: str) -> dict[str, Any]:
+        """The answer to ``sync``: the state again, for a page that may have missed a push
+        (a lost push or a message queue away must strand nobody). It changes nothing, so it
+        passes holds and the study's end and is not stored; only the participant's message
+        rate bounds it."""
+        if not self.admission.limiter.allow(code):
+            return self.refuse("sync", code, Rejected("rate-limited", "too many messages"),
+                               None)
+        return {"ok": True, "state": self.state(code)}
+
     def push_states(self, participant_ids: set[int]) -> None:
         """Push the page state of each of these participants (after their team changed)."""
-        for code in self.teams.codes(participant_ids):
-            self.pushes.append((code, "state", self.state(code)))
-        self.flush()
+        self.outbox.push_states(participant_ids)
 
-    def flush(self) -> None:
-        """Send the pushes collected while writing, once the transaction is over."""
-        while True:
-            try:
-                code, event, payload = self.pushes.popleft()
-            except IndexError:
-                return
-            self.notify(code, event, payload)
+    def announce(self, code: str) -> None:
+        """Push the participant's page state (after a change made outside their page)."""
+        self.outbox.announce(code)
 
+    def withdraw_with_link(self, token: str) -> bool:
+        """Withdraw the participant of the final page's private link (``Steps``)."""
+        return self.steps.withdraw_with_link(token)
+
+    def withdraw_by_console(self, code: str, reason: str, remote_addr: str | None) -> None:
+        """The experimenter withdraws a participant (``Steps``)."""
+        self.steps.withdraw_by_console(code, reason, remote_addr)
+
+    def tick(self, now: float | None = None, reason: str = "deadline",
+             alive_until: float | None = None) -> int:
+        """Close every running round whose deadline has passed by ``now``; returns how many
+        (``Rounds``)."""
+        return self.rounds.tick(now, reason, alive_until)
+
+    def recover(self, alive_until: float | None) -> int:
+        """At start: close the rounds whose deadline passed while the study was down."""
+        return self.rounds.recover(alive_until)
+
+    def next_deadline(self) -> float | None:
+        """When to tick next: the earliest deadline of a running round, or a team's timer."""
+        return self.rounds.next_deadline()
+
+    def form_pending_teams(self) -> int:
+        """Form the teams that a crash left unformed; returns how many (``AgentTeam``)."""
+        return self.agent_team.form_pending_teams()

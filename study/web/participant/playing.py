@@ -1,4 +1,5 @@
-"""Rounds being played: starting them, checking cookies, and the clock that closes them.
+"""Rounds being played: starting them, checking cookies and placed elements, and the clock
+that closes them.
 
 Deadlines live in the database, so ``tick(now)`` brings every running round up to ``now``
 whoever calls it: the scheduler, a restarted server (``recover``), or a test's clock.
@@ -7,59 +8,85 @@ whoever calls it: the scheduler, a restarted server (``recover``), or a test's c
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from study.allocation.solver import Policy
 from study.protocol.loader import TASK_NAMES, Protocol
 from study.storage.database import Storage, to_json
 from study.storage.health import StorageUnavailable
 from study.task.cookies import matches, target
 from study.web.participant import rounds
+from study.web.participant.agent_pool import Policies
+from study.web.participant.agent_team import AgentTeam
 from study.web.participant.inputs import whole
+from study.web.participant.outbox import Outbox
 from study.web.participant.pages import ROUND_STEPS
+from study.web.participant.progress import placement
+from study.web.participant.real_teams import RealTeams
+from study.web.participant.records import Records
 from study.web.participant.rejections import Rejected
-from study.web.participant.team import Teams
-from study.web.participant.teammate import policy_of
 
 log = logging.getLogger(__name__)
 
 
+class TeammateTimes:
+    """When the agent teammate finishes each cookie of a round: seeded by the round, so
+    computed once per process and the same after a restart."""
+
+    def __init__(self, protocol: Protocol, storage: Storage) -> None:
+        self.protocol = protocol
+        self.storage = storage
+        self.times: dict[int, list[float]] = {}
+
+    def of(self, row: dict[str, Any]) -> list[float]:
+        """Seconds into the round (a row with its ``session_number``) of each cookie."""
+        if row["id"] not in self.times:
+            teammate = self.storage.one("SELECT * FROM teammates WHERE participant_id = ?",
+                                        (row["participant_id"],))
+            self.times[row["id"]] = rounds.teammate_times(
+                self.protocol, teammate, row, row["session_number"])  # type: ignore[arg-type]
+        return self.times[row["id"]]
+
+    def forget(self, round_id: int) -> None:
+        """The round closed: its cookies are stored."""
+        self.times.pop(round_id, None)
+
+
+def next_teammate_cookie(row: dict[str, Any], times: list[float], now: float) -> float | None:
+    """When the teammate finishes its next cookie after ``now``, if within the round."""
+    upcoming = [row["started_at"] + t for t in times if row["started_at"] + t > now]
+    return upcoming[0] if upcoming else None
+
+
 class Rounds:
-    """The rounds of ``Journey`` (a mixin: it shares the journey's protocol, database, clock,
-    solved policies and teammate schedules)."""
+    """The rounds of one journey: the ``start_round``, ``cookie`` and ``progress`` messages,
+    and the clock that closes rounds and asks for the team after practice."""
 
-    protocol: Protocol
-    storage: Storage
-    clock: Callable[[], float]
-    policies: dict[int, Policy]
-    schedules: dict[int, list[float]]
-    pushes: deque[tuple[str, str, dict[str, Any]]]
-    teams: Teams
-    push_states: Callable[[set[int]], None]
+    def __init__(self, protocol: Protocol, storage: Storage, clock: Callable[[], float],
+                 records: Records, teams: RealTeams, policies: Policies,
+                 teammate_times: TeammateTimes, agent_team: AgentTeam, outbox: Outbox) -> None:
+        self.protocol = protocol
+        self.storage = storage
+        self.clock = clock
+        self.records = records
+        self.teams = teams
+        self.policies = policies
+        self.teammate_times = teammate_times
+        self.agent_team = agent_team
+        self.outbox = outbox
 
-    def _last_round(self, session_id: int) -> dict[str, Any] | None:
-        return self.storage.one("SELECT * FROM rounds WHERE session_id = ? "
-                                "ORDER BY number DESC LIMIT 1", (session_id,))
-
-    def _policy(self, session: dict[str, Any]) -> Policy:
-        if session["id"] not in self.policies:
-            self.policies[session["id"]] = policy_of(self.protocol, session)
-        return self.policies[session["id"]]
-
-    def _start_round(self, participant: dict[str, Any], payload: dict[str, Any],
-                     now: float) -> None:
+    def start_round(self, participant: dict[str, Any], payload: dict[str, Any],
+                    now: float) -> None:
         step = participant["step"]
         number = whole(payload.get("round"), "round")
         if step not in ROUND_STEPS:
             raise Rejected("out-of-order", f"no rounds at step {step}")
-        session = self._session(participant["id"], ROUND_STEPS[step])
+        session = self.records.session(participant["id"], ROUND_STEPS[step])
         if session["team_id"] is not None:
             raise Rejected("out-of-order", "a team's rounds start by themselves")
-        last = self._last_round(session["id"])
+        last = self.records.last_round(session["id"])
         if last is not None and last["closed_at"] is None:
             raise Rejected("out-of-order", f"round {last['number']} is still running")
         expected = last["number"] + 1 if last else 1
@@ -89,7 +116,7 @@ class Rounds:
         rows = self.storage.all("SELECT human, task_type FROM allocations WHERE session_id = ?",
                                 (session["id"],))
         held = rounds.held_before(rows, 2, len(self.protocol.kits))
-        return rounds.next_kits(self._policy(session), held), held
+        return rounds.next_kits(self.policies.of(session), held), held
 
     def _record_allocation(self, session: dict[str, Any], round_id: int, number: int,
                            kits: tuple[int, ...], held: np.ndarray, now: float) -> None:
@@ -116,7 +143,7 @@ class Rounds:
             raise Rejected("round-closed", f"round {round_id} ended at {row['deadline']:.3f}")
         return row, content
 
-    def _cookie(self, participant: dict[str, Any], payload: dict[str, Any], now: float) -> None:
+    def cookie(self, participant: dict[str, Any], payload: dict[str, Any], now: float) -> None:
         row, content = self._running_round_of(participant, payload, now, "cookie")
         round_id = row["id"]
         previous = self.storage.one(
@@ -134,15 +161,31 @@ class Rounds:
             "finished_at": now, "seconds": now - row["started_at"], "content": to_json(content),
             "msg_id": payload["msg_id"]})
         self.storage.update("rounds", round_id, {"participant_cookies": count})
-        self.tell_team(row, count, 0)
+        self._tell_team(row, count, 0)
 
-    def tell_team(self, row: dict[str, Any], cookies: int, placed: int) -> None:
+    def progress(self, participant: dict[str, Any], payload: dict[str, Any],
+                 now: float) -> None:
+        """Store one placed element: the cookie as now decorated, checked on the server,
+        with its elements, so a page opened again redraws the unfinished cookie
+        (``study.web.participant.progress``)."""
+        row, content = self._running_round_of(participant, payload, now, "progress")
+        round_id = row["id"]
+        placed = placement(target(self.protocol, row["task_type"], row["theme"]), content)
+        self.storage.insert("progress", {
+            "round_id": round_id, "participant_id": participant["id"],
+            "cookie": row["participant_cookies"] + 1, "at": now, "placed": placed.placed,
+            "correct": placed.correct, "fraction": placed.fraction,
+            "msg_id": payload["msg_id"], "content": to_json(content)})
+        self._tell_team(row, row["participant_cookies"], placed.placed)
+
+    def _tell_team(self, row: dict[str, Any], cookies: int, placed: int) -> None:
         """A team member's station changed (``cookies`` finished, ``placed`` elements on
         the next): push it to the others (``station``)."""
-        if row["team_round_id"] is None or self.teams.play is None:
+        if row["team_round_id"] is None:
             return
-        codes, station = self.teams.play.station_push(row, cookies, placed)
-        self.pushes.extend((code, "station", station) for code in codes)
+        codes, station = self.teams.station_push(row, cookies, placed)
+        for code in codes:
+            self.outbox.queue(code, "station", station)
 
     # --- the clock ----------------------------------------------------------------------
 
@@ -175,11 +218,11 @@ class Rounds:
         with self.storage.event():  # the teams' timers, presence and rounds, at the same now
             changed = self.teams.tick(now, reason)
         for row in closed:
-            self.schedules.pop(row["id"], None)
+            self.teammate_times.forget(row["id"])
             changed.add(row["participant_id"])
             if row["number"] == row["session_rounds"] and row["session_number"] == 0:
-                self.form_team(row["participant_id"])
-        self.push_states(changed)
+                self.agent_team.form_team(row["participant_id"])
+        self.outbox.push_states(changed)
         return len(closed)
 
     def recover(self, alive_until: float | None) -> int:
@@ -187,18 +230,10 @@ class Rounds:
         passed while the study was down (``alive_until``: its last sign of life)."""
         return self.tick(self.clock(), reason="recovery", alive_until=alive_until)
 
-    def _schedule(self, row: dict[str, Any]) -> list[float]:
-        if row["id"] not in self.schedules:
-            teammate = self.storage.one("SELECT * FROM teammates WHERE participant_id = ?",
-                                        (row["participant_id"],))
-            self.schedules[row["id"]] = rounds.teammate_times(
-                self.protocol, teammate, row, row["session_number"])  # type: ignore[arg-type]
-        return self.schedules[row["id"]]
-
     def _teammate_cookies(self, row: dict[str, Any], until: float) -> None:
         """Store the teammate's cookies finished by ``until``: its schedule is seeded by the
         round, so the cookies are written once, when the round closes."""
-        times = [t for t in self._schedule(row) if row["started_at"] + t <= until]
+        times = [t for t in self.teammate_times.of(row) if row["started_at"] + t <= until]
         self.storage.db["cookies"].insert_all([{
             "round_id": row["id"], "participant_id": row["participant_id"],
             "actor": "teammate", "number": number, "task_type": row["teammate_task_type"],
@@ -206,12 +241,6 @@ class Rounds:
             "finished_at": row["started_at"] + seconds, "seconds": seconds}
             for number, seconds in enumerate(times, 1)])
         row["teammate_cookies"] = len(times)
-
-    @staticmethod
-    def _next_teammate_cookie(row: dict[str, Any], times: list[float],
-                              now: float) -> float | None:
-        upcoming = [row["started_at"] + t for t in times if row["started_at"] + t > now]
-        return upcoming[0] if upcoming else None
 
     def _close_or_log(self, row: dict[str, Any], now: float, reason: str,
                       alive_until: float | None) -> bool:
@@ -258,6 +287,6 @@ class Rounds:
             if row["number"] == session["rounds"]:  # type: ignore[index]
                 self.storage.update("sessions", row["session_id"], {"finished_at": now})
                 if row["session_number"] > 0 and self._still_at(row):
-                    self._advance(row["participant_id"], f"questionnaire-"
-                                                         f"{row['session_number']}", now)
+                    self.records.advance(row["participant_id"],
+                                         f"questionnaire-{row['session_number']}", now)
         return True

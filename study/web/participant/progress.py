@@ -1,5 +1,6 @@
 """Partial cookies: every element a participant places is checked against the round's
-target and stored, so a practice round measures speed continuously (``docs/model.md``).
+target (``placement``) and stored (``playing.Rounds.progress``), so a practice round
+measures speed continuously (``docs/model.md``).
 
 A round's speed counts the cookie left unfinished at the deadline by the fraction of its
 elements placed correctly, so a short round measures the same speed as a long one, and a
@@ -11,13 +12,10 @@ measured without it and without the work done in it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from study.protocol.loader import Protocol
-from study.storage.database import Storage, to_json
-from study.task.cookies import target
+from study.storage.database import Storage
 from study.web.console.holds import held_intervals
 from study.web.participant.rejections import Rejected
 
@@ -117,26 +115,3 @@ def round_speed(storage: Storage, round_row: dict[str, Any]) -> RoundSpeed:
     seconds = until - start - sum(end - begin for begin, end in held)
     return RoundSpeed(cookies, fraction, seconds, cut, held_work)
 
-
-class PartialCookies:
-    """The ``progress`` message of ``Journey`` (a mixin: it shares the journey's protocol
-    and database)."""
-
-    protocol: Protocol
-    storage: Storage
-    _running_round_of: Callable[..., tuple[dict[str, Any], Any]]  # from ``playing.Rounds``
-    tell_team: Callable[[dict[str, Any], int, int], None]  # from ``playing.Rounds``
-
-    def _progress(self, participant: dict[str, Any], payload: dict[str, Any],
-                  now: float) -> None:
-        """Store one placed element: the cookie as now decorated, checked on the server,
-        with its elements, so a page opened again redraws the unfinished cookie."""
-        row, content = self._running_round_of(participant, payload, now, "progress")
-        round_id = row["id"]
-        placed = placement(target(self.protocol, row["task_type"], row["theme"]), content)
-        self.storage.insert("progress", {
-            "round_id": round_id, "participant_id": participant["id"],
-            "cookie": row["participant_cookies"] + 1, "at": now, "placed": placed.placed,
-            "correct": placed.correct, "fraction": placed.fraction,
-            "msg_id": payload["msg_id"], "content": to_json(content)})
-        self.tell_team(row, row["participant_cookies"], placed.placed)

@@ -10,75 +10,52 @@ from study.protocol.loader import TASK_NAMES, Protocol
 from study.storage.database import Storage
 from study.task.cookies import target
 from study.web.participant import ends, pages
-from study.web.participant.admission import Admission
 from study.web.participant.pages import ROUND_STEPS, session_number
-from study.web.participant.rejections import Rejected
-from study.web.participant.team import Teams
+from study.web.participant.playing import TeammateTimes, next_teammate_cookie
+from study.web.participant.real_teams import RealTeams
+from study.web.participant.records import Records
 
 
 class PageState:
-    """``Journey.state`` (a mixin: it shares the journey's protocol, database and clock)."""
+    """``Journey.state``: what a participant's page shows, from the database and the clock."""
 
-    protocol: Protocol
-    storage: Storage
-    clock: Callable[[], float]
-    admission: Admission
-    refuse: Callable[..., dict[str, Any]]
-    teams: Teams
-
-    def sync(self, code: str) -> dict[str, Any]:
-        """The answer to ``sync``: the state again, for a page that may have missed a push
-        (a lost push or a message queue away must strand nobody). It changes nothing, so it
-        passes holds and the study's end and is not stored; only the participant's message
-        rate bounds it."""
-        if not self.admission.limiter.allow(code):
-            return self.refuse("sync", code, Rejected("rate-limited", "too many messages"),
-                               None)
-        return {"ok": True, "state": self.state(code)}
+    def __init__(self, protocol: Protocol, storage: Storage, clock: Callable[[], float],
+                 records: Records, teams: RealTeams, teammate_times: TeammateTimes) -> None:
+        self.protocol = protocol
+        self.storage = storage
+        self.clock = clock
+        self.records = records
+        self.teams = teams
+        self.teammate_times = teammate_times
 
     def state(self, code: str) -> dict[str, Any]:
         """Everything the participant's page needs, rebuilt from the database."""
         participant = self.storage.participant(code)
-        step = participant["step"]  # type: ignore[index]
+        pid, step = participant["id"], participant["step"]  # type: ignore[index]
         number = ROUND_STEPS.get(step, session_number(step))
-        session = self._session(participant["id"], number) if number else None  # type: ignore[index]
+        session = self.records.session(pid, number) if number else None
         robot = session["robot"] if session else None
         transparency = (self.protocol.condition(session["condition"]).transparency
                         if session and session["condition"] else "")
         steps = pages.steps_of(self.protocol)
-        pid = participant["id"]  # type: ignore[index]
         robots = pages.robots_met(self.storage, pid) if step == "post" else None
+        # the team page's version says who is in the person's team
+        team_page = self.teams.team_page(pid) if step == "teammate" else "team"
         state = {"code": code, "step": step, "now": self.clock(),
                  "progress": {"index": steps.index(step) if step in steps else len(steps),
                               "total": len(steps)},
                  "session": pages.session_label(self.protocol, step),
                  "page": pages.page(self.protocol, step, robot, transparency,
-                                    self._team_page(participant["id"], step),  # type: ignore[index]
-                                    robots),
+                                    team_page, robots),
                  "robot": {"name": robot} if robot else None, "round": None,
-                 "last_round": self._last_round_summary(participant["id"])}  # type: ignore[index]
+                 "last_round": self._last_round_summary(pid)}
         state.update(pages.status(self.protocol, self.storage, participant))  # type: ignore[arg-type]
         state["end"] = ends.end_of(self.protocol, self.storage, participant,  # type: ignore[arg-type]
                                    state["hold"])
         if step in ROUND_STEPS:
-            state["round"] = self._round_state(self._session(participant["id"],  # type: ignore[index]
-                                                             ROUND_STEPS[step]))
-        state.update(self._team_state(participant, step))  # type: ignore[arg-type]
+            state["round"] = self._round_state(self.records.session(pid, ROUND_STEPS[step]))
+        state.update(self.teams.page_state(pid, step))
         return state
-
-    def _team_page(self, participant_id: int, step: str) -> str:
-        """The team page the person reads: the version that says who is in their team."""
-        if step != "teammate" or self.teams.play is None:
-            return "team"
-        return self.teams.play.team_page(participant_id)
-
-    def _team_state(self, participant: dict[str, Any], step: str) -> dict[str, Any]:
-        """The lobby's page, and the person's team once it formed (docs/teams.md)."""
-        lobby, play = self.teams.lobby, self.teams.play
-        if lobby is None or play is None:
-            return {}
-        return {"lobby": lobby.page(participant["id"]) if step == "lobby" else None,
-                "team": play.member(participant["id"])}
 
     def _last_round_summary(self, participant_id: int) -> dict[str, Any] | None:
         row = self.storage.one(
@@ -93,7 +70,7 @@ class PageState:
                 is not None else None}
 
     def _round_state(self, session: dict[str, Any]) -> dict[str, Any]:
-        last = self._last_round(session["id"])
+        last = self.records.last_round(session["id"])
         running = last is not None and last["closed_at"] is None
         held = self.storage.all("SELECT task_type FROM allocations WHERE session_id = ?",
                                 (session["id"],))
@@ -107,9 +84,9 @@ class PageState:
             "station": remaining if session["kind"] == "collaborative" else None}
         if running:
             state.update(self._running_round(last, session))  # type: ignore[arg-type]
-        if session["team_id"] is not None and self.teams.play is not None:
-            state.update(self.teams.play.round_state(session, last if running else None,
-                                                     self.clock()))
+        if session["team_id"] is not None:
+            state.update(self.teams.round_state(session, last if running else None,
+                                                self.clock()))
         return state
 
     def _on_cookie(self, row: dict[str, Any]) -> Any:
@@ -132,11 +109,11 @@ class PageState:
                  "on_cookie": self._on_cookie(row), "teammate": None}
         if row["teammate_task_type"] is not None:
             now = self.clock()
-            times = self._schedule({**row, "session_number": session["number"]})
+            times = self.teammate_times.of({**row, "session_number": session["number"]})
             state["teammate"] = {"task_type": row["teammate_task_type"],
                                  "task_name": TASK_NAMES[row["teammate_task_type"]],
                                  "cookies": sum(row["started_at"] + t <= now for t in times),
-                                 "next_at": self._next_teammate_cookie(row, times, now),
+                                 "next_at": next_teammate_cookie(row, times, now),
                                  "times": [row["started_at"] + t for t in times]}
             state["teammate"].update(pages.teammate_station(self.protocol, self.storage, row))
         return state

@@ -1,9 +1,9 @@
 """Page steps: consent, preferences, questionnaires, debrief and withdrawal.
 
-Each underscored method runs inside the journey's event transaction for one accepted
-``submit`` or ``withdraw`` message; a refusal raises ``Rejected`` and nothing is written.
-The public withdrawals come from outside a participant's page: the private link of the
-final page (``withdraw_with_link``) and the experimenter's console (``withdraw_by_console``).
+``submit`` and ``withdraw`` run inside the journey's event transaction for one accepted
+message of that name; a refusal raises ``Rejected`` and nothing is written. The other
+withdrawals come from outside a participant's page: the private link of the final page
+(``withdraw_with_link``) and the experimenter's console (``withdraw_by_console``).
 """
 
 from __future__ import annotations
@@ -11,17 +11,19 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from study.protocol.loader import Protocol, preference_coefficient
 from study.storage.database import Storage
 from study.web.console import holds
+from study.web.console.balance import balanced_order
 from study.web.participant import pages, withdrawal
+from study.web.participant.outbox import Outbox
 from study.web.participant.pages import ROUND_STEPS, next_step, session_number, steps_of
+from study.web.participant.real_teams import RealTeams
+from study.web.participant.records import Records
 from study.web.participant.rejections import Rejected
-from study.web.participant.team import Teams
 
 
 def declined_mark(recruitment_id: str | None) -> str | None:
@@ -33,31 +35,19 @@ def declined_mark(recruitment_id: str | None) -> str | None:
 
 
 class Steps:
-    """The page steps of ``Journey`` (a mixin: it shares the journey's protocol and database)."""
+    """The page steps of one journey: the ``submit`` and ``withdraw`` messages, and the
+    withdrawals from outside a participant's page."""
 
-    protocol: Protocol
-    storage: Storage
-    clock: Callable[[], float]
-    pushes: deque[tuple[str, str, dict[str, Any]]]
-    state: Callable[[str], dict[str, Any]]
-    flush: Callable[[], None]
-    _condition_order: Callable[[], list[str]]
-    teams: Teams
+    def __init__(self, protocol: Protocol, storage: Storage, clock: Callable[[], float],
+                 records: Records, teams: RealTeams, outbox: Outbox) -> None:
+        self.protocol = protocol
+        self.storage = storage
+        self.clock = clock
+        self.records = records
+        self.teams = teams
+        self.outbox = outbox
 
-    def _session(self, participant_id: int, number: int) -> dict[str, Any]:
-        return self.storage.one("SELECT * FROM sessions WHERE participant_id = ? AND number = ?",
-                                (participant_id, number))  # type: ignore[return-value]
-
-    def _advance(self, participant_id: int, step: str, now: float) -> None:
-        values: dict[str, Any] = {"step": step}
-        if step == "done":
-            values["finished_at"] = now
-            with self.storage.event() as db:
-                withdrawal.issue(db, participant_id, now)
-        self.storage.update("participants", participant_id, values)
-        self.storage.insert("steps", {"participant_id": participant_id, "step": step, "at": now})
-
-    def _submit(self, participant: dict[str, Any], payload: dict[str, Any], now: float) -> None:
+    def submit(self, participant: dict[str, Any], payload: dict[str, Any], now: float) -> None:
         step, data = payload.get("step"), payload.get("data", {})
         if not isinstance(step, str) or not isinstance(data, dict):
             raise Rejected("malformed", "submit needs step (text) and data (object)")
@@ -75,11 +65,10 @@ class Steps:
             self._answers(participant, step, data, now)
         elif step == "debrief":
             self._debrief(participant, data, now)
-        elif step == "lobby" and self.teams.lobby is not None:
-            for code in self.teams.codes(self.teams.leave_lobby(participant, data, now)):
-                self.pushes.append((code, "state", self.state(code)))
+        elif step == "lobby" and self.teams.enabled:
+            self.outbox.queue_states(self.teams.leave_lobby(participant, data, now))
         else:
-            self._advance(pid, next_step(self.protocol, step), now)
+            self.records.advance(pid, next_step(self.protocol, step), now)
 
     def _consent(self, participant: dict[str, Any], data: dict[str, Any], now: float) -> None:
         agree = data.get("agree")
@@ -88,8 +77,8 @@ class Steps:
         if agree:  # the condition order is counterbalanced among those who consented
             self.storage.update("participants", participant["id"], {
                 "consent": "given", "consent_at": now,
-                "condition_order": json.dumps(self._condition_order())})
-            self._advance(participant["id"], "themes", now)
+                "condition_order": json.dumps(balanced_order(self.storage, self.protocol))})
+            self.records.advance(participant["id"], "themes", now)
         else:
             self.storage.erase_participant(participant["id"], {
                 "step": "declined", "consent": "declined", "consent_at": now,
@@ -117,7 +106,7 @@ class Steps:
         self.storage.insert("sessions", {"participant_id": pid, "number": 0, "kind": "practice",
                                          "rounds": len(self.protocol.practice),
                                          "created_at": now})
-        self._advance(pid, "practice", now)
+        self.records.advance(pid, "practice", now)
 
     def _tie_draw(self, ratings: dict[str, int], themes: tuple[str, ...]) -> int | None:
         """Under ``tied_ratings = "random"``, for equal ratings of the cookies' themes: the
@@ -129,7 +118,7 @@ class Steps:
     def _answers(self, participant: dict[str, Any], step: str, data: dict[str, Any],
                  now: float) -> None:
         number = session_number(step)
-        session = self._session(participant["id"], number) if number else None
+        session = self.records.session(participant["id"], number) if number else None
         robot = session["robot"] if session else None
         robots = pages.robots_met(self.storage, participant["id"]) if step == "post" else None
         for item, value_number, value_text in pages.check_answers(self.protocol, step, data,
@@ -141,19 +130,19 @@ class Steps:
                 "condition": session["condition"] if session else None, "item": item.id,
                 "label": item.label, "value_number": value_number, "value_text": value_text,
                 "at": now})
-        self._advance(participant["id"], next_step(self.protocol, step), now)
+        self.records.advance(participant["id"], next_step(self.protocol, step), now)
 
     def _debrief(self, participant: dict[str, Any], data: dict[str, Any], now: float) -> None:
         consent = data.get("consent")
         if not isinstance(consent, bool):
             raise Rejected("malformed", "data.consent must be true or false")
         if not consent:
-            self._withdraw(participant, data, now)
+            self.withdraw(participant, data, now)
             return
         self.storage.update("participants", participant["id"], {"data_consent": "given"})
-        self._advance(participant["id"], "done", now)
+        self.records.advance(participant["id"], "done", now)
 
-    def _withdraw(self, participant: dict[str, Any], payload: dict[str, Any], now: float) -> None:
+    def withdraw(self, participant: dict[str, Any], payload: dict[str, Any], now: float) -> None:
         """Delete everything about the participant but the fact of the withdrawal."""
         if participant["consent"] != "given":
             raise Rejected("out-of-order", "nothing to withdraw before consent")
@@ -163,8 +152,7 @@ class Steps:
         self.storage.erase_participant(participant["id"], {
             "step": "withdrawn", "data_consent": "withdrawn", "withdrawn_at": now,
             "withdrawn_from": furthest})
-        for code in self.teams.codes(others):
-            self.pushes.append((code, "state", self.state(code)))
+        self.outbox.queue_states(others)
 
     def _furthest_step(self, participant_id: int) -> str | None:
         """The furthest journey step the step log shows the participant entered: kept when
@@ -174,13 +162,6 @@ class Steps:
         reached = [step for step in steps_of(self.protocol) if step in entered]
         return reached[-1] if reached else None
 
-    def announce(self, code: str) -> None:
-        """Push the participant's page state (after a change made outside their page)."""
-        if self.storage.participant(code) is None:
-            return
-        self.pushes.append((code, "state", self.state(code)))
-        self.flush()
-
     def withdraw_with_link(self, token: str) -> bool:
         """Withdraw the participant whose final page gave this token; False when the token
         is unknown (never issued, or already used: it is erased with the data)."""
@@ -188,8 +169,8 @@ class Steps:
             participant = withdrawal.participant_of(self.storage, token)
             if participant is None or participant["consent"] != "given":
                 return False
-            self._withdraw(participant, {}, self.clock())
-        self.announce(participant["code"])
+            self.withdraw(participant, {}, self.clock())
+        self.outbox.announce(participant["code"])
         return True
 
     def withdraw_by_console(self, code: str, reason: str, remote_addr: str | None) -> None:
@@ -204,9 +185,9 @@ class Steps:
             if participant is None:
                 raise Rejected("unknown-participant", code)
             now = self.clock()
-            self._withdraw(participant, {}, now)
+            self.withdraw(participant, {}, now)
             db["console_actions"].insert({
                 "at": now, "action": "withdraw", "participant_id": None, "code": code,
                 "note": reason[:holds.NOTE_LIMIT], "detail": json.dumps({}),
                 "remote_addr": remote_addr})
-        self.announce(code)
+        self.outbox.announce(code)

@@ -16,7 +16,7 @@ from web_support import DEMO, FakeClock, page_socket
 from study.protocol.loader import load_protocol
 from study.web import create_app
 from study.web.console import views as console
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 PASSWORD = "correct horse battery staple"
 

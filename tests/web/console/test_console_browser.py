@@ -11,7 +11,7 @@ from web_support import CHROMIUM, CHROMIUM_ARGS, DEMO, LiveServer
 
 from study.protocol.loader import load_protocol
 from study.web import create_app
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 PASSWORD = "lab-password"
 

@@ -21,7 +21,7 @@ LETTERS = [0.64, 0.66, 0.70, 0.72, 0.75, 0.80, 0.85, 0.90, 0.95, 0.99]  # 0.99 c
 
 @pytest.fixture
 def app(tmp_path: Path, monkeypatch):
-    from study.web.participant.teammate import PoolTeammates
+    from study.web.participant.agent_pool import PoolTeammates
 
     monkeypatch.delenv("STUDY_CONSOLE_PASSWORD", raising=False)
     demo = ROOT / "protocols" / "demo.toml"
@@ -99,7 +99,7 @@ def test_the_panel_turns_amber_live_in_chromium(tmp_path):
     from web_support import CHROMIUM, CHROMIUM_ARGS, DEMO, LiveServer
 
     from study.web import create_app
-    from study.web.participant.teammate import PoolTeammates
+    from study.web.participant.agent_pool import PoolTeammates
 
     app = create_app({"PROTOCOL": DEMO, "DATABASE": tmp_path / "study.sqlite",
                       "TEAMMATES": PoolTeammates.for_protocol(load_protocol(DEMO),

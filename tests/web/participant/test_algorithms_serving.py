@@ -30,7 +30,7 @@ from study.allocation.solver import solve
 from study.exports.tables import build_export
 from study.pool.placing import algorithm_for, place, plans_differ, session_policies
 from study.protocol.loader import load_protocol
-from study.web.participant.teammate import policy_of
+from study.web.participant.agent_pool import policy_of
 
 SECOND_CONDITION = '[[conditions]]\nid = "fair"\nalgorithm = "fair"'
 # A robot that balances the whole study: equality of capability and preference over the
@@ -280,7 +280,7 @@ algorithm = "equity"''', 1)
 
 
 def test_a_session_of_a_goal_reward_given_as_code_is_recorded_and_solved_again(tmp_path):
-    from study.web.participant.teammate import session_row
+    from study.web.participant.agent_pool import session_row
 
     text = DEMO.read_text(encoding="utf-8").replace(SECOND_CONDITION, '''[[algorithms]]
 id = "slowest"

@@ -15,7 +15,7 @@ from test_real_teams import Person
 from web_support import CHROMIUM, CHROMIUM_ARGS, FakeClock, LiveServer, make_app
 
 from study.protocol.loader import load_protocol
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 pytestmark = pytest.mark.browser
 PASSWORD = "lab-password"

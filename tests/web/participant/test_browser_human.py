@@ -20,7 +20,7 @@ from web_support import DEMO, LiveServer, make_app
 from study.bots.human import Human
 from study.protocol.loader import load_protocol
 from study.task.cookies import target
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 DEADLINE_MARGIN = 0.3  # seconds before the deadline a person's last move would arrive late

@@ -21,7 +21,7 @@ from test_browser_journey import Participant, browser  # noqa: F401
 from web_support import LiveServer, make_app
 
 from study.protocol.loader import load_protocol
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]

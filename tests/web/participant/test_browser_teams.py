@@ -22,7 +22,7 @@ from web_support import LiveServer, make_app
 
 from study.bots.human import Human
 from study.protocol.loader import load_protocol
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]

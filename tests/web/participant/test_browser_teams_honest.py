@@ -33,7 +33,7 @@ from study.bots.human import Human
 from study.pool.names import TEAM_TYPES
 from study.pool.teamtypes import team_type_codes
 from study.protocol.loader import Protocol, load_protocol
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]

@@ -32,7 +32,7 @@ from study.bots.participant import _next_round
 from study.exports.bonus import export_bonuses
 from study.protocol.loader import load_protocol
 from study.web.console import views as console
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 BRISK, TYPICAL = 0.2, 1.0  # times the human model's times
 UNMATCHED_LINK = "https://app.prolific.com/submissions/complete?cc=CLIPPED1"

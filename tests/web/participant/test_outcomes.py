@@ -17,7 +17,8 @@ from web_support import DEMO, FakeClock, make_app
 from study.exports.bonus import export_bonuses
 from study.protocol.recruitment import OUTCOMES
 from study.web.console.holds import apply_action
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
+from study.web.participant.records import Records
 
 TEAM_ONLY = ("lobby_timeout", "dropped")
 BONUS = ("\n[bonus]\nper_cookie = 0.05\nper_team_cookie = 0.02\nper_lobby_minute = 0.10\n"
@@ -74,7 +75,7 @@ def test_finished_declined_withdrawn_and_aborted_each_get_their_own_link(tmp_pat
     apply_action(storage, storage.participant("ab-1"), "abort", "", None, clock.now)
     finisher = storage.participant("fin-1")["id"]
     with storage.event():  # the step the last page leads to (the rounds are tested elsewhere)
-        journey(app)._advance(finisher, "done", clock.now)
+        Records(storage).advance(finisher, "done", clock.now)
     for name, outcome in (("fin-1", "finished"), ("dec-1", "declined"),
                           ("wd-1", "withdrawn"), ("ab-1", "aborted")):
         assert end(app, name) == expected(outcome), name

@@ -21,7 +21,7 @@ from study.bots.human import Human
 from study.pool import Pool, PoolSpec, ensure_pool
 from study.protocol.loader import TASK_NAMES, load_protocol
 from study.web.console.holds import apply_action, ensure_tables
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 STUDY2 = PROTOCOLS / "study2.toml"
 PAUSE_AT, PAUSE_FOR = 10.0, 10.0

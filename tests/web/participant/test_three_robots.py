@@ -19,8 +19,8 @@ from study.bots import BEHAVIOURS, Profile, StudyFacts, bot_codes, run_swarm
 from study.bots.servers import quick_protocol
 from study.protocol.loader import load_protocol
 from study.web import create_app
+from study.web.participant.agent_pool import PoolTeammates
 from study.web.participant.pages import steps_of
-from study.web.participant.teammate import PoolTeammates
 
 SESSION_ANSWERS = {"cap_agree": 6, "cap_rating": 5, "pref_agree": 4, "pref_rating": 3,
                    "fair_overall": 2, "fair_overall_why": "It gave me the cookies I do best."}

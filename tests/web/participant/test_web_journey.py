@@ -145,7 +145,7 @@ def test_the_robot_reads_the_allocation_state_from_the_database(app, clock):
     clock.advance(20)
     journey(app).tick(clock.now)
     allocation = rows(app, "SELECT * FROM allocations WHERE round = 1")
-    policy = journey(app).policies[session["id"]]
+    policy = journey(app).rounds.policies.of(session)
     held = np.zeros((2, 2), dtype=int)
     for row in allocation:
         held[row["human"], row["task_type"]] += 1

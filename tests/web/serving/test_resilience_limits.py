@@ -20,7 +20,7 @@ from study.web.participant.admission import (
     MAX_TRANSPORT_BYTES,
     PROGRESS_BURST,
 )
-from study.web.participant.teammate import PoolTeammates
+from study.web.participant.agent_pool import PoolTeammates
 
 
 @pytest.fixture(scope="module")

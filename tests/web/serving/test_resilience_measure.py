@@ -20,7 +20,7 @@ from server_support import query
 from study.bots import BEHAVIOURS, Profile, StudyFacts, SwarmResult, bot_codes, run_swarm
 from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol.loader import load_protocol
-from study.web.participant.team_formation import MIN_MEASURED_SHARE
+from study.web.participant.agent_team import MIN_MEASURED_SHARE
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow

@@ -47,7 +47,7 @@ def test_the_team_is_formed_after_the_last_practice_round_closes(tmp_path, teamm
     app = make_app(tmp_path, teammates, clock)
     journey = app.extensions["study"]
     handed_off: list = []
-    journey.background = handed_off.append
+    journey.agent_team.background = handed_off.append
     at_practice(journey, "pp1")
     practice_rounds = len(journey.protocol.practice)
     for number in range(1, practice_rounds + 1):

@@ -1,6 +1,6 @@
 """Real teams (docs/teams.md): the lobby, the team's rounds on one clock, dropped seats.
 
-``Teams`` is what the journey holds: for a protocol without ``[team]`` every method is
+``RealTeams`` is what the journey holds: for a protocol without ``[team]`` every method is
 a no-op, so the journey calls it unconditionally.
 """
 
@@ -11,16 +11,16 @@ from typing import Any
 
 from study.protocol.loader import Protocol
 from study.storage.database import Storage
-from study.web.participant.team.founding import Founding
-from study.web.participant.team.lobby import Lobby
-from study.web.participant.team.play import TeamPlay
+from study.web.participant.real_teams.founding import Founding
+from study.web.participant.real_teams.lobby import Lobby
+from study.web.participant.real_teams.play import TeamPlay
 
 # While people wait or play, the scheduler looks at least this often at who is away and
 # which timers ran out.
 WATCH_SECONDS = 1.0
 
 
-class Teams:
+class RealTeams:
     """The lobby and the playing teams of one protocol."""
 
     def __init__(self, protocol: Protocol, storage: Storage, teammates: Any,
@@ -38,6 +38,11 @@ class Teams:
         founding = Founding(protocol, storage, fea_bounds, advance)
         self.lobby = Lobby(protocol, storage, founding, advance, lambda: teammates.pool)
         self.play = TeamPlay(protocol, storage, advance, fea_bounds, session_of)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the protocol forms real teams (it has ``[team]``)."""
+        return self.lobby is not None
 
     def enter_lobby(self, participant_id: int, now: float) -> set[int]:
         """A measured person starts waiting; the teams that can form, form. Everyone
@@ -80,6 +85,28 @@ class Teams:
         waiting = self.lobby.waiting_ids()
         return self.play.drop(participant_id, reason, now) | (
             waiting if participant_id in waiting else set())
+
+    def team_page(self, participant_id: int) -> str:
+        """The team page the person reads: the version that says who is in their team."""
+        return "team" if self.play is None else self.play.team_page(participant_id)
+
+    def page_state(self, participant_id: int, step: str) -> dict[str, Any]:
+        """``state``'s lobby page and the person's team once it formed (docs/teams.md);
+        nothing without ``[team]``."""
+        if self.lobby is None or self.play is None:
+            return {}
+        return {"lobby": self.lobby.page(participant_id) if step == "lobby" else None,
+                "team": self.play.member(participant_id)}
+
+    def round_state(self, session: dict[str, Any], running: dict[str, Any] | None,
+                    now: float) -> dict[str, Any]:
+        """``state.round``'s team keys for a team's session (``TeamPlay.round_state``)."""
+        return {} if self.play is None else self.play.round_state(session, running, now)
+
+    def station_push(self, row: dict[str, Any], cookies: int,
+                     placed: int) -> tuple[list[str], dict[str, Any]]:
+        """Whom to tell of a member's changed station, and what (``TeamPlay.station_push``)."""
+        return ([], {}) if self.play is None else self.play.station_push(row, cookies, placed)
 
     def codes(self, participant_ids: set[int]) -> list[str]:
         """The codes of participants still on record (pushes go by code)."""

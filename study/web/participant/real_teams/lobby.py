@@ -18,9 +18,9 @@ from study.pool.names import TEAM_TYPES
 from study.pool.teamtypes import team_type_codes
 from study.protocol.loader import Protocol, TeamDesign
 from study.storage.database import Storage
+from study.web.participant.real_teams.agents import fill_with_agents
+from study.web.participant.real_teams.founding import Founding, Person
 from study.web.participant.rejections import Rejected
-from study.web.participant.team.agents import fill_with_agents
-from study.web.participant.team.founding import Founding, Person
 
 # Groups typed at once when forming by traits: a thousand waiting people make half a
 # million pairs, typed in blocks this size rather than one by one.

@@ -4,30 +4,36 @@ robots' policies for every session (one per condition)."""
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from study.allocation.solver import Policy
 from study.pool.placing import Placed, clipped, place, tied
 from study.protocol.loader import TASK_NAMES, Protocol
 from study.storage.database import Storage
 from study.task.decorator import HIGHEST, LOWEST, coefficient_from_speed
 from study.web.participant import rounds
-from study.web.participant.progress import PartialCookies, RoundSpeed, round_speed
-from study.web.participant.team import Teams
-from study.web.participant.teammate import TeammateSource, algorithm_for, session_row
+from study.web.participant.agent_pool import (
+    Policies,
+    TeammateSource,
+    algorithm_for,
+    session_row,
+)
+from study.web.participant.outbox import Outbox
+from study.web.participant.progress import RoundSpeed, round_speed
+from study.web.participant.real_teams import RealTeams
+from study.web.participant.records import Records
 
 # A measured round that downtime cut to less than this share of its length is pooled
 # with the earlier practice round of its cookie type (each over the time the server was up).
 MIN_MEASURED_SHARE = 0.5
 
 
-class TeamFormation(PartialCookies):
-    """Teammate choice of ``Journey`` (a mixin: it shares the journey's protocol, database,
-    teammate source and solved policies).
+class AgentTeam:
+    """Forming the team of a participant whose practice ended: the measured capabilities,
+    then the agent teammate and the robots' policies (or, under ``[team]``, the lobby of
+    ``real_teams``).
 
     The round scheduler only closes the last practice round; the team is formed afterwards
     in a transaction of its own (``form_team``), so matching and solving never delay other
@@ -35,15 +41,19 @@ class TeamFormation(PartialCookies):
     teammate, which ``form_pending_teams`` completes at the next start.
     """
 
-    protocol: Protocol
-    storage: Storage
-    teammates: TeammateSource
-    policies: dict[int, Policy]
-    pushes: deque[tuple[str, str, dict[str, Any]]]
-    clock: Callable[[], float]
-    background: Callable[[Callable[[], None]], Any]
-    teams: Teams
-    push_states: Callable[[set[int]], None]
+    def __init__(self, protocol: Protocol, storage: Storage, clock: Callable[[], float],
+                 teammates: TeammateSource, records: Records, teams: RealTeams,
+                 policies: Policies, outbox: Outbox,
+                 background: Callable[[Callable[[], None]], Any]) -> None:
+        self.protocol = protocol
+        self.storage = storage
+        self.clock = clock
+        self.teammates = teammates
+        self.records = records
+        self.teams = teams
+        self.policies = policies
+        self.outbox = outbox
+        self.background = background
 
     def form_team(self, participant_id: int) -> None:
         """Ask for the team of a participant whose practice just ended, off the clock."""
@@ -60,14 +70,14 @@ class TeamFormation(PartialCookies):
             now = self.clock()
             c = self._measure_capabilities(participant_id, now)
             if self._unmatched_for_clip(c) or self._unmatched_for_tie(participant_id):
-                self._advance(participant_id, "unmatched", now)  # measured, no team
+                self.records.advance(participant_id, "unmatched", now)  # measured, no team
                 changed = {participant_id}
             elif self.protocol.team is not None:  # measured, they wait for their team
                 changed = self.teams.enter_lobby(participant_id, now)
             else:
                 self._choose_teammate(participant_id, c, now)
                 changed = {participant_id}
-        self.push_states(changed)
+        self.outbox.push_states(changed)
 
     def form_pending_teams(self) -> int:
         """Form the teams that a crash left unformed; returns how many."""
@@ -98,7 +108,7 @@ class TeamFormation(PartialCookies):
     def _measure_capabilities(self, participant_id: int, now: float) -> np.ndarray:
         """The second practice round of each type gives the capability coefficient: its
         speed, the unfinished cookie counted by its correct fraction (``progress``)."""
-        practice = self._session(participant_id, 0)
+        practice = self.records.session(participant_id, 0)
         values = np.zeros(len(TASK_NAMES))
         for task_type, number in self.protocol.measured_practice_rounds().items():
             row = self._practice_round(practice["id"], number)
@@ -149,7 +159,7 @@ class TeamFormation(PartialCookies):
         except NoEligibleTeam:
             placed = None
         if placed is None:
-            self._advance(participant_id, "unmatched", now)
+            self.records.advance(participant_id, "unmatched", now)
             return
         self._record_placement(participant_id, placed, now)
         human = int(placed.chosen.match.participant_human)
@@ -159,12 +169,12 @@ class TeamFormation(PartialCookies):
                                  algorithm_for(condition, self.teammates.fea_bounds), policy)
             session_id = self.storage.insert("sessions", {
                 **row, "participant_id": participant_id, "number": number, "created_at": now})
-            self.policies[session_id] = policy
+            self.policies.keep(session_id, policy)
         # Two robots with the same plan leave nothing to compare: flagged for the console
         # and the export (the study's manipulation failed for this participant).
         self.storage.update("participants", participant_id,
                             {"robots_identical": int(not placed.plans_differ)})
-        self._advance(participant_id, "teammate", now)
+        self.records.advance(participant_id, "teammate", now)
 
     def _record_placement(self, participant_id: int, placed: Placed, now: float) -> None:
         chosen, nearest = placed.chosen, placed.nearest

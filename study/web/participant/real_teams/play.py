@@ -23,9 +23,9 @@ from study.protocol.schema import team_page
 from study.storage.database import Storage, to_json
 from study.task.cookies import cookie_elements, target
 from study.web.participant import rounds
+from study.web.participant.agent_pool import algorithm_for
 from study.web.participant.pages import journey_steps
-from study.web.participant.team.agents import agent, agent_times
-from study.web.participant.teammate import algorithm_for
+from study.web.participant.real_teams.agents import agent, agent_times
 
 
 def playing_steps(sessions: int) -> tuple[str, ...]:

@@ -28,8 +28,8 @@ from study.pool.placing import (
 )
 from study.protocol.loader import Condition, Protocol
 
-__all__ = ["CANDIDATES", "Placement", "PoolTeammates", "TeammateMatch", "TeammateSource",
-           "algorithm_for", "live_team", "policy_of", "session_row"]
+__all__ = ["CANDIDATES", "Placement", "Policies", "PoolTeammates", "TeammateMatch",
+           "TeammateSource", "algorithm_for", "live_team", "policy_of", "session_row"]
 
 
 # The pure part (the pool as a teammate source, the live team, each condition's
@@ -53,7 +53,7 @@ class PoolTeammates(PoolMembers):
         """Index the admitted members now (a fifth of a second on a 500,000-team pool), at
         start, rather than inside the first teammate choice's write transaction (the app
         calls this on a source that has it). A pool of larger teams serves a [team]'s
-        agent seats, matched by ``study.web.participant.team.agents`` instead."""
+        agent seats, matched by ``study.web.participant.real_teams.agents`` instead."""
         _ = self._index if self.pool.spec.humans == 2 else self.pool.coefficients
 
 
@@ -96,3 +96,22 @@ def policy_of(protocol: Protocol, session: dict[str, Any]) -> Policy:
     history = session.get("history")
     return solve(team, algorithm, protocol.kits, session["round_order"],
                  history=None if not history else np.array(json.loads(history), dtype=float))
+
+
+class Policies:
+    """The robot's policy of each session: kept as solved when the team is formed, solved
+    again from the stored session after a restart (``policy_of``)."""
+
+    def __init__(self, protocol: Protocol) -> None:
+        self.protocol = protocol
+        self.solved: dict[int, Policy] = {}
+
+    def of(self, session: dict[str, Any]) -> Policy:
+        """The session's policy, solved once per process."""
+        if session["id"] not in self.solved:
+            self.solved[session["id"]] = policy_of(self.protocol, session)
+        return self.solved[session["id"]]
+
+    def keep(self, session_id: int, policy: Policy) -> None:
+        """The policy the team's formation solved for the session."""
+        self.solved[session_id] = policy

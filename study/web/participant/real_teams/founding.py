@@ -15,8 +15,8 @@ from study.pool.placing import session_policies
 from study.protocol.loader import TASK_NAMES, Protocol
 from study.protocol.orders import counterbalanced
 from study.storage.database import Storage, to_json
-from study.web.participant.team.agents import SeatFill, live_type
-from study.web.participant.teammate import algorithm_for, session_row
+from study.web.participant.agent_pool import algorithm_for, session_row
+from study.web.participant.real_teams.agents import SeatFill, live_type
 
 
 @dataclass(frozen=True)

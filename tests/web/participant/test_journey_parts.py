@@ -1,0 +1,67 @@
+"""The journey's parts on a real SQLite file: pushes leave only after the transaction that
+queued them, and a step entered is logged (``study.web.participant.outbox``, ``records``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from web_support import DEMO, FakeClock
+
+from study.protocol.loader import load_protocol
+from study.storage.database import Storage
+from study.web.participant import withdrawal
+from study.web.participant.journey import Journey
+from study.web.participant.records import Records
+
+
+class Page:
+    """A notify sink that records each push and whether a transaction was open at the time."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.pushes: list[tuple[str, str, bool]] = []
+
+    def __call__(self, code: str, event: str, payload: dict[str, Any]) -> None:
+        self.pushes.append((code, event, self.storage.db.conn.in_transaction))
+
+
+def journey_with_page(tmp_path: Path, teammates: Any) -> tuple[Journey, Page]:
+    storage = Storage(tmp_path / "study.sqlite")
+    page = Page(storage)
+    return Journey(load_protocol(DEMO), storage, teammates, FakeClock(), page), page
+
+
+def test_states_queued_in_a_transaction_are_pushed_after_it(tmp_path, teammates):
+    journey, page = journey_with_page(tmp_path, teammates)
+    ids = {journey.enrol(code)["id"] for code in ("out-1", "out-2")}
+    with journey.storage.event():
+        journey.outbox.queue_states(ids)
+        assert page.pushes == []
+    journey.outbox.flush()
+    assert sorted(page.pushes) == [("out-1", "state", False), ("out-2", "state", False)]
+    journey.outbox.flush()
+    assert len(page.pushes) == 2  # each push leaves once
+
+
+def test_participants_no_longer_on_record_are_not_pushed(tmp_path, teammates):
+    journey, page = journey_with_page(tmp_path, teammates)
+    gone = journey.enrol("gone-1")["id"]
+    journey.storage.delete_participants([gone])
+    journey.push_states({gone})
+    journey.announce("gone-1")
+    assert page.pushes == []
+
+
+def test_a_step_entered_is_logged_and_done_issues_the_withdrawal_link(tmp_path, teammates):
+    journey, _ = journey_with_page(tmp_path, teammates)
+    storage = journey.storage
+    pid = journey.enrol("done-1")["id"]
+    with storage.event():
+        Records(storage).advance(pid, "done", 5.0)
+    participant = storage.participant("done-1")
+    assert (participant["step"], participant["finished_at"]) == ("done", 5.0)
+    logged = storage.all("SELECT step, at FROM steps WHERE participant_id = ?", (pid,))
+    assert logged[-1] == {"step": "done", "at": 5.0}
+    token = withdrawal.token_of(storage, pid)
+    assert token is not None and withdrawal.participant_of(storage, token)["code"] == "done-1"
