@@ -19,6 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = (ROOT / "protocols" / "demo.toml").read_text(encoding="utf-8")
 
 
+def page_script() -> str:
+    """The participant page's script: every module of ``static/js``."""
+    return "\n".join(path.read_text(encoding="utf-8")
+                     for path in sorted((ROOT / "static" / "js").glob("*.js")))
+
+
 def with_texts(table: str) -> str:
     """The demo with a [texts] table before its [recruitment] section."""
     return DEMO.replace("[recruitment]", f"[texts]\n{table}\n\n[recruitment]", 1)
@@ -62,7 +68,7 @@ def test_a_singular_may_show_the_number_its_default_leaves_out_and_nothing_else(
 
 
 def test_every_text_with_a_number_has_its_singular_shown_for_one():
-    script = (ROOT / "static" / "js" / "bakery.js").read_text(encoding="utf-8")
+    script = page_script()
     singulars = [key for key in DEFAULT_TEXTS if plural_of(key)]
     assert {"team_waiting_one", "summary_one", "missing_one", "lobby_waiting_one"} <= \
         set(singulars)
@@ -76,7 +82,7 @@ def test_every_text_with_a_number_has_its_singular_shown_for_one():
 
 
 def test_every_default_placeholder_is_one_the_page_fills_in():
-    script = (ROOT / "static" / "js" / "bakery.js").read_text(encoding="utf-8")
+    script = page_script()
     for key, text in DEFAULT_TEXTS.items():
         for name in placeholders(text):
             assert re.search(rf"\b{name}: ", script), (key, name)

@@ -143,8 +143,19 @@ def screenshot_directory(tmp_path: Path) -> Path:
     return directory
 
 
+def script_errors(page: Page) -> list[str]:
+    """What the page reports going wrong as it happens: uncaught errors of its scripts (a
+    module that fails to load or to run) and errors written to the console."""
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda message: errors.append(message.text)
+            if message.type == "error" else None)
+    return errors
+
+
 def test_a_participant_completes_the_demo_study(server: LiveServer, browser, tmp_path: Path):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors = script_errors(page)
     you = Participant(page, screenshot_directory(tmp_path))
     page.goto(f"{server.url}/p/browser-1?PROLIFIC_PID=pp-77&STUDY_ID=st-3")
     you.reach_practice({"ravens": 6, "steelers": 2}, shots=True)
@@ -174,6 +185,7 @@ def test_a_participant_completes_the_demo_study(server: LiveServer, browser, tmp
     you.step("done")
     you.shot("18-done")
     page.close()
+    assert errors == []
     study = server.app.extensions["study"]
     check_database(Path(study.storage.path), practice, study.protocol)
 
