@@ -194,12 +194,18 @@ function rememberDelivered() {
   try { sessionStorage.setItem("delivered:" + code, JSON.stringify([...delivered].slice(-20))); } catch (e) { /* private mode */ }
 }
 
+// A declared agent seat of a real team looks like an agent, never like a person; the agent
+// teammate of an individual study (mate.room) is drawn as the protocol's pages present it.
+function stationFigure(mate) {
+  return mate.kind === "agent" && !mate.room ? "agent" : "baker";
+}
+
 export function teammateStation(mate) {
   shown.delete(mate.key);
   return el("div", { class: "station theirs", id: mate.key, "data-kind": mate.kind },
     el("h3", {}, mate.title + " ", mate.room ? el("small", {}, t("next_room")) : null),
     el("div", { class: "teammate-work" },
-      el("div", { class: "teammate-baker", id: mate.key + "-baker" }, svgUse("baker", "baker")),
+      el("div", { class: "teammate-baker", id: mate.key + "-baker" }, svgUse(stationFigure(mate), "baker")),
       el("div", { class: "mini-cookie " + mate.task_name, id: mate.key + "-cookie", style: icing(mate.target) },
         miniCookie(mate.target)),
       el("div", { class: "teammate-side" },

@@ -201,6 +201,7 @@ def test_two_people_who_cannot_be_teamed_are_told_the_truth_and_seated_with_agen
         station = person.page.locator(".station.theirs")
         assert station.get_attribute("data-kind") == "agent"
         assert station.locator("h3").inner_text().strip() == agent_name
+        assert station.locator(".teammate-baker use").get_attribute("href") == "#agent"
     sam.shot("teams-agents-only-round-phone")
     sam.decorate()  # exactly one cookie: the summary's singular
     sam.wait_count(1)
