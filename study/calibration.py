@@ -294,6 +294,15 @@ def reference_speed(speeds: np.ndarray, target: tuple[float, float]) -> float:
     return float(f"{chosen:.{DIGITS}g}")
 
 
+
+def lowest_references(speeds: np.ndarray, share: float) -> np.ndarray:
+    """Per type (columns of ``speeds``), the lowest reference speed under which fewer than
+    ``share`` of the speeds measure 0.99 or more: the highest capabilities any reference
+    speed gives these people while clipping fewer than that share of them."""
+    allowed = math.ceil(share * len(speeds)) - 1  # the most that may clip
+    kept = np.sort(speeds, axis=0)[::-1][allowed]  # the quickest that must stay under
+    return kept / HIGHEST * (1 + 1e-9)
+
 def check_target(result: TypeResult) -> None:
     """Refuse a target that cannot be met: fewer than half of the pilot inside it under
     the chosen reference speed, with the figures that say why."""
