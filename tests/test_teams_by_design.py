@@ -570,3 +570,22 @@ def test_random_tied_ratings_are_refused_with_a_team(tmp_path, capsys):
     path = write_protocol(tmp_path, "teams2", "[study]\n", '[study]\ntied_ratings = "random"\n')
     assert study_main(["check", str(path)]) == 2
     assert "study.tied_ratings" in capsys.readouterr().err
+
+
+def test_the_docs_set_the_shipped_study2_contrast_beside_the_papers(tmp_path):
+    """docs/teams-by-design.md reports the contrast of the shipped study2 and study2-paper
+    as their own pools give it; study2's FEA bounds, the 5th and 95th percentiles of its
+    pool's |FE|, make FEA depart from Efficient in more target teams than the 21.9 % of
+    study2's narrower ranges before the headroom (the 1st and 99th gave 16.0 %)."""
+    from study.pool import ensure_pool
+    from study.pool.contrast import contrast
+
+    shares = {}
+    for name in ("study2", "study2-paper"):
+        protocol = load_protocol(PROTOCOLS / f"{name}.toml")
+        pool = Pool.open(ensure_pool(protocol.pool_spec(), tmp_path))
+        shares[name] = contrast(pool, protocol.conditions)["pairs"][0]["share_differ"]
+    doc = (ROOT / "docs" / "teams-by-design.md").read_text(encoding="utf-8")
+    assert (f"| FEA's plan differs from Efficient's | **{shares['study2']:.1%}** | "
+            f"**{shares['study2-paper']:.1%}** |").replace("%", " %") in doc
+    assert shares["study2"] > 0.219
