@@ -88,7 +88,7 @@ def reach_report(people: int, seed: int) -> str:
              "| pace (x model times) | median c sq / le, lowest references | their reach > "
              f"{gap:g} | median c sq / le, study1 | their reach > {gap:g} |",
              "|---|---|---|---|---|"]
-    reachable = {}
+    reachable: dict[str, float] = {}
     for pace, speeds in per_pace.items():
         cells = []
         for name, references in (("lowest", lowest), ("study1", shipped)):

@@ -42,9 +42,9 @@ OFF_SHARE = 0.10
 REFERENCE_RULE = (
     "reference speed of a type = geometric mean of the pilot's measured speeds / the "
     "geometric centre of the type's target range, sqrt(lo * hi) with the range cut to "
-    "[0.01, 0.99]; then moved "
-    "the least needed for every pilot participant to measure within [0.02, 0.98], where the "
-    "pilot's spread allows it; rounded to 4 significant digits")
+    "[0.01, 0.99]; then moved the least needed for every pilot participant to measure "
+    "within [0.02, 0.98], where the pilot's spread allows it; rounded to 4 significant "
+    "digits")
 RANGES_RULE = ("sampling ranges = min and max of the pilot's capabilities under the new "
                "reference speeds, rounded outward to 0.01")
 
@@ -294,7 +294,6 @@ def reference_speed(speeds: np.ndarray, target: tuple[float, float]) -> float:
     return float(f"{chosen:.{DIGITS}g}")
 
 
-
 def lowest_references(speeds: np.ndarray, share: float) -> np.ndarray:
     """Per type (columns of ``speeds``), the lowest reference speed under which fewer than
     ``share`` of the speeds measure 0.99 or more: the highest capabilities any reference
@@ -302,6 +301,7 @@ def lowest_references(speeds: np.ndarray, share: float) -> np.ndarray:
     allowed = math.ceil(share * len(speeds)) - 1  # the most that may clip
     kept = np.sort(speeds, axis=0)[::-1][allowed]  # the quickest that must stay under
     return kept / HIGHEST * (1 + 1e-9)
+
 
 def check_target(result: TypeResult) -> None:
     """Refuse a target that cannot be met: fewer than half of the pilot inside it under

@@ -36,7 +36,6 @@ SCAN_CHUNK = 2048
 SEARCH_LIMIT = 200_000
 
 
-
 def fair_gap_reach(c: np.ndarray, p: np.ndarray) -> float:
     """The largest fair gap a person with coefficients ``c``, ``p`` [types] can have in
     any team of two whose kits let each human take a whole session of one type (8 + 8).
@@ -49,6 +48,7 @@ def fair_gap_reach(c: np.ndarray, p: np.ndarray) -> float:
     reach is not above a protocol's ``fair_gap_above`` can be placed by no pool at all."""
     both = np.add(c, p)
     return float(max((both.max() - 2 * LOWEST) / 2, (2 * HIGHEST - both.min()) / 2))
+
 
 @dataclass(frozen=True)
 class Candidate:
