@@ -213,11 +213,14 @@ def formation_table(people: list[Simulated]) -> str:
 def headroom_table(run: HumanJourneys, people: list[Simulated]) -> str:
     """Per pace and cookie type, the share of capabilities clipped and the share measured
     inside the range the protocol's pool samples (unclipped); and the share in the target
-    team, as a Markdown table (docs/human-model.md)."""
+    team (for real teams: gone on to the lobby or a team), as a Markdown table
+    (docs/human-model.md)."""
     names = [cookie.name for cookie in run.protocol.cookies]
     ranges = run.protocol.pool_spec().sample_c[0]
     header = "".join(f" {name} clipped | {name} in range |" for name in names)
-    lines = [f"| pace (x model times) |{header} in the target team |",
+    onward = _onward if run.protocol.team is not None else _share
+    last = "on to the lobby" if run.protocol.team is not None else "in the target team"
+    lines = [f"| pace (x model times) |{header} {last} |",
              "|---|" + "---|" * (2 * len(names) + 1)]
     for pace in (*PACES, None):
         row = [p for p in people if pace is None or p.pace == pace]
@@ -228,12 +231,17 @@ def headroom_table(run: HumanJourneys, people: list[Simulated]) -> str:
                       for p in row]
             cells += [f"{np.mean(clipped):.0%}", f"{np.mean(inside):.0%}"]
         label = "all" if pace is None else f"{pace:g}"
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {_share(row)} |")
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {onward(row)} |")
     return "\n".join(lines)
 
 
 def _share(people: list[Simulated]) -> str:
     return f"{np.mean([p.person.in_target for p in people]):.0%}" if people else "-"
+
+
+def _onward(people: list[Simulated]) -> str:
+    """Of a real teams' protocol: gone on to the lobby or a team after practice."""
+    return f"{np.mean([p.person.step in ('lobby', 'teammate') for p in people]):.0%}"
 
 
 def where_they_ended(people: list[Simulated]) -> str:
@@ -280,9 +288,13 @@ def formation(protocols: list[Path], people: int, seed: int, pools: Path) -> Non
             database.mkdir()
             run = HumanJourneys(path, database, pools)
             simulated = population(run, people, seed)
-            share = np.mean([p.person.in_target for p in simulated])
-            print(f"### {path.name}: {share:.1%} in the target team with differing plans\n")
-            print(formation_table(simulated))
+            if run.protocol.team is None:
+                share = np.mean([p.person.in_target for p in simulated])
+                print(f"### {path.name}: {share:.1%} in the target team with differing "
+                      "plans\n")
+                print(formation_table(simulated))
+            else:  # the lobby forms the team from people who wait together
+                print(f"### {path.name}: real teams, formed in the lobby (docs/teams.md)")
             print(f"\nMeasured, per pace (the pool samples {_ranges(run)}):\n")
             print(headroom_table(run, simulated))
             print(f"\nWhere they ended: {where_they_ended(simulated)}\n", flush=True)

@@ -40,10 +40,11 @@ DIGITS = 4
 # calibration (the console's panel and the report's section warn).
 OFF_SHARE = 0.10
 REFERENCE_RULE = (
-    "reference speed of a type = geometric mean of the pilot's measured speeds / the middle "
-    "of the type's target range, (lo + hi) / 2 with the range cut to [0.01, 0.99]; then moved "
-    "the least needed for every pilot participant to measure within [0.02, 0.98], where the "
-    "pilot's spread allows it; rounded to 4 significant digits")
+    "reference speed of a type = geometric mean of the pilot's measured speeds / the "
+    "geometric centre of the type's target range, sqrt(lo * hi) with the range cut to "
+    "[0.01, 0.99]; then moved the least needed for every pilot participant to measure "
+    "within [0.02, 0.98], where the pilot's spread allows it; rounded to 4 significant "
+    "digits")
 RANGES_RULE = ("sampling ranges = min and max of the pilot's capabilities under the new "
                "reference speeds, rounded outward to 0.01")
 
@@ -278,16 +279,28 @@ def measurable(target: tuple[float, float]) -> tuple[float, float]:
 
 
 def reference_speed(speeds: np.ndarray, target: tuple[float, float]) -> float:
-    """``REFERENCE_RULE``: the pilot's typical participant at the middle of the range, no
-    pilot participant clipped when some reference speed can do that."""
+    """``REFERENCE_RULE``: the pilot's typical participant at the geometric centre of the
+    range, no pilot participant clipped when some reference speed can do that. Speeds
+    spread by factors, so the geometric centre leaves a person as many times quicker than
+    the typical one as slower inside the range; the arithmetic middle of a wide range sits
+    near its top and gives back the room above."""
     lo, hi = measurable(target)
     typical = float(np.exp(np.log(speeds).mean()))
-    chosen = typical / ((lo + hi) / 2)
+    chosen = typical / math.sqrt(lo * hi)
     fastest_unclipped = float(speeds.max()) / (HIGHEST - MARGIN)
     slowest_unclipped = float(speeds.min()) / (LOWEST + MARGIN)
     if fastest_unclipped <= slowest_unclipped:
         chosen = min(max(chosen, fastest_unclipped), slowest_unclipped)
     return float(f"{chosen:.{DIGITS}g}")
+
+
+def lowest_references(speeds: np.ndarray, share: float) -> np.ndarray:
+    """Per type (columns of ``speeds``), the lowest reference speed under which fewer than
+    ``share`` of the speeds measure 0.99 or more: the highest capabilities any reference
+    speed gives these people while clipping fewer than that share of them."""
+    allowed = math.ceil(share * len(speeds)) - 1  # the most that may clip
+    kept = np.sort(speeds, axis=0)[::-1][allowed]  # the quickest that must stay under
+    return kept / HIGHEST * (1 + 1e-9)
 
 
 def check_target(result: TypeResult) -> None:

@@ -26,6 +26,7 @@ from study.pool.match import Match, MemberIndex, participant_vector
 from study.pool.names import TEAM_TYPES
 from study.pool.spec import PoolSpec, TeammateFilter
 from study.pool.teamtypes import most_capable_human, positively_correlated, team_type_codes
+from study.task.decorator import HIGHEST, LOWEST
 
 # Members examined through the k-d tree before the scan of the rest.
 SEARCH_FIRST = 256
@@ -33,6 +34,20 @@ SEARCH_FIRST = 256
 SCAN_CHUNK = 2048
 # At most this many members are classified for one participant: the search is bounded.
 SEARCH_LIMIT = 200_000
+
+
+def fair_gap_reach(c: np.ndarray, p: np.ndarray) -> float:
+    """The largest fair gap a person with coefficients ``c``, ``p`` [types] can have in
+    any team of two whose kits let each human take a whole session of one type (8 + 8).
+
+    A fair gap is at most the Efficient goal's ``|F|``, and ``F`` is the two humans'
+    ``sum_j (c_j + p_j) T_j``, the person's less the teammate's, over twice the rounds: at
+    most half the person's largest ``c + p`` less a teammate at 0.01, or half a teammate at
+    0.99 less the person's smallest. A teammate at those bounds on one type, and whose other
+    type lets Fair balance ``F``, attains it (docs/teams-by-design.md), so a person whose
+    reach is not above a protocol's ``fair_gap_above`` can be placed by no pool at all."""
+    both = np.add(c, p)
+    return float(max((both.max() - 2 * LOWEST) / 2, (2 * HIGHEST - both.min()) / 2))
 
 
 @dataclass(frozen=True)

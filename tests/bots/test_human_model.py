@@ -103,7 +103,7 @@ def test_headroom_references_keep_the_papers_ratio_and_put_the_quickest_at_the_t
     assert top[1] > top[0], "letters stays the type measured higher"
 
 
-@pytest.mark.parametrize("name", ["demo", "study1", "study2"])
+@pytest.mark.parametrize("name", ["demo", "study1", "study2", "teams2", "teams3"])
 def test_the_shipped_reference_speeds_measure_quick_and_slow_people_unclipped(name):
     """People at 0.3 and 2.5 times the model's times measure inside (0.01, 0.99) on both
     types under the shipped speeds, which are the headroom calibration's; the typical person

@@ -126,12 +126,26 @@ def test_people_at_a_pace_far_from_the_model_measure_inside_the_ranges_once_cali
 def test_the_rule_centres_the_typical_person_and_clips_nobody():
     speeds = np.exp(np.random.default_rng(3).normal(np.log(0.1), 0.1, 40))
     reference = reference_speed(speeds, (0.20, 0.32))
-    assert math.exp(np.log(speeds).mean()) / reference == pytest.approx(0.26, rel=1e-3)
+    assert math.exp(np.log(speeds).mean()) / reference == pytest.approx(math.sqrt(0.064),
+                                                                         rel=1e-3)
     # letters' range reaches the clip bound: the fastest pilot participant is kept at 0.98
     wide = np.exp(np.random.default_rng(4).normal(np.log(0.1), 0.2, 40))
     reference = reference_speed(wide, (0.63, 1.00))
     assert wide.max() / reference == pytest.approx(0.98, rel=1e-3)
     assert reference == float(f"{reference:.4g}")
+
+
+def test_the_typical_person_at_the_geometric_centre_keeps_the_headroom():
+    """On study2's wide ranges the typical pilot participant lands at sqrt(lo * hi), and
+    people 0.3 and 2.5 times the typical person's times measure inside the range; at the
+    arithmetic middle (0.46 of letters' [0.04, 0.88]) the quick ones would clip at 0.99."""
+    typical = np.exp(np.random.default_rng(5).normal(np.log(0.06), 0.05, 40))
+    lo, hi = 0.04, 0.88
+    reference = reference_speed(typical, (lo, hi))
+    centre = math.exp(np.log(typical).mean()) / reference
+    assert centre == pytest.approx(math.sqrt(lo * hi), rel=1e-3)
+    quickest, slowest = centre / 0.3, centre / 2.5
+    assert lo < slowest < quickest < min(hi, 0.99)
 
 
 def test_the_table_says_what_changed_and_the_block_records_the_pilot(tmp_path, capsys,
