@@ -43,7 +43,7 @@ lint: $(STAMP)
 # priority (nice) so a busy machine never makes a person's round clock outrun the person.
 # The browser run's output follows the other's; the exit code fails if either failed.
 BROWSER_PROCESSES ?= 4
-TEST_PROCESSES ?= 3
+TEST_PROCESSES ?= 4
 BROWSER_LOG := var/browser-tests.log
 
 test: $(STAMP) system-packages lint

@@ -141,8 +141,10 @@ class _Live:
 
 
 def test_the_german_demo_shows_no_default_english(tmp_path):
-    protocol = quick_protocol(GERMAN, tmp_path / "de.toml", round_seconds=6.0,
-                              practice_seconds=6.0, reference_speed=(0.32, 0.068),
+    # Rounds long enough for one cookie and a reading of every text on a busy machine; the
+    # reference speeds are halved with the doubled rounds, so the capabilities stay the same.
+    protocol = quick_protocol(GERMAN, tmp_path / "de.toml", round_seconds=12.0,
+                              practice_seconds=12.0, reference_speed=(0.16, 0.034),
                               min_cookie_seconds=0.5)
     texts = load_protocol(protocol).texts
     server = ServeProcess(protocol, tmp_path / "study.sqlite", tmp_path / "pools",
