@@ -363,7 +363,7 @@ def departures_figure(table: pd.DataFrame) -> Any:
     and the efficiency it costs."""
     import matplotlib.pyplot as plt
 
-    from analysis.figures import _grouped_bars
+    from analysis.figures import grouped_bars
 
     shown = table
     types = list(dict.fromkeys(shown["team_type"]))
@@ -373,7 +373,7 @@ def departures_figure(table: pd.DataFrame) -> Any:
     for axis, column, label in ((axes[0], "departs_share", "share of teams departing"),
                                 (axes[1], "efficiency_cost", "efficiency cost (E)")):
         wide = shown.pivot(index="team_type", columns="robot", values=column)
-        _grouped_bars(axis, wide, types, robots, first_colour=1)  # Efficient's is the 1st
+        grouped_bars(axis, wide, types, robots, first_colour=1)  # Efficient's is the 1st
         axis.set_ylabel(label)
         axis.tick_params(axis="x", labelsize=8)
     axes[0].set_ylim(0, 1.05)

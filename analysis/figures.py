@@ -70,9 +70,9 @@ def _panels(count: int, width: float, height: float,
     return figure, flat[:count]
 
 
-def _grouped_bars(axis: plt.Axes, table: pd.DataFrame, categories: list[str],
-                  series: list[str], errors: pd.DataFrame | None = None,
-                  first_colour: int = 0) -> None:
+def grouped_bars(axis: plt.Axes, table: pd.DataFrame, categories: list[str],
+                 series: list[str], errors: pd.DataFrame | None = None,
+                 first_colour: int = 0) -> None:
     """Bars of ``table[category, series]`` grouped by category; the series take the
     palette's colours from ``first_colour`` on (so a figure that leaves out a series
     another figure shows keeps the others' colours)."""
@@ -97,7 +97,7 @@ def ratings_figure(described: pd.DataFrame, predicted: pd.DataFrame) -> Figure:
     means.loc["Predicted"] = predicted.set_index("condition")["predicted"]
     spread.loc["Predicted"] = predicted.set_index("condition")["predicted_sd"]
     figure, axis = plt.subplots(figsize=(1.6 * (len(order) + 1) + 2, 3.8))
-    _grouped_bars(axis, means, [*order, "Predicted"], list(means.columns), spread)
+    grouped_bars(axis, means, [*order, "Predicted"], list(means.columns), spread)
     axis.set_ylim(0, 7.5)
     axis.set_yticks(range(1, 8))
     axis.set_ylabel("rating (1-7)")
@@ -122,7 +122,7 @@ def allocations_figure(table: pd.DataFrame, title: str, rounds: int = 8) -> Figu
                              "preferred_rounds": "preferred type"})
         long = long.sort_values("human", kind="stable")
         wide = long.pivot(index="category", columns="algorithm", values="value")
-        _grouped_bars(axis, wide, list(dict.fromkeys(long["category"])),
+        grouped_bars(axis, wide, list(dict.fromkeys(long["category"])),
                       list(dict.fromkeys(part["algorithm"])))
         axis.set_title(f"{team_type} ({int(part['teams'].iloc[0]):,})")
         axis.tick_params(axis="x", labelsize=8)
