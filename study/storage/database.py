@@ -1,8 +1,8 @@
 """The study database: SQLite through sqlite-utils, one transaction per event.
 
 A participant's data must survive a crash at any moment, so every event is committed before
-it is acknowledged (WAL; ``synchronous=FULL`` unless a study chooses ``normal`` durability,
-see ``SYNCHRONOUS``) and nothing lives only in memory. Columns are explained in
+it is acknowledged (WAL; under ``full`` durability also on the disk, see ``WalSync``) and
+nothing lives only in memory. Columns are explained in
 ``docs/database.md``. One connection per process serves its participants behind a lock, and
 events of the process that queue behind a transaction share its commit: SQLite has a single
 writer anyway.
@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +28,13 @@ from study.storage.health import StorageHealth, StorageUnavailable, is_storage_f
 REAL, INT, TEXT = float, int, str
 # How long a write waits for another process's transaction before it gives up.
 BUSY_TIMEOUT_SECONDS = 30
-# What a commit waits for (SQLite's ``synchronous``, in WAL mode). ``full``: the disk, so
-# every committed event survives a power cut. ``normal``: the operating system, so every
-# committed event survives a crash of the server; a power cut or an operating-system crash
-# may lose the events since the last checkpoint (the database stays consistent).
-SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
+# What an acknowledged event survives. ``full``: a power cut (its commit is on the disk:
+# ``WalSync`` runs one fsync of the write-ahead log for every commit made before it).
+# ``normal``: a crash of the server (its commit is with the operating system); a power cut
+# or an operating-system crash may lose the events since the last checkpoint (the database
+# stays consistent). SQLite itself commits with ``synchronous=NORMAL`` under both: in WAL
+# mode that writes the log without fsync and syncs it before each checkpoint.
+DURABILITIES = ("full", "normal")
 # How long the checkpoint after a withdrawal waits for other connections' readers.
 CHECKPOINT_WAIT_SECONDS = 1.0
 # What a write-ahead log keeps of its size once checkpointed: space a full disk once gave it
@@ -235,6 +239,96 @@ def _ended_by(error: BaseException | None) -> BaseException:
     return sqlite3.OperationalError("the transaction was rolled back by an earlier error")
 
 
+def off_the_loop(function: Callable[[], None]) -> None:
+    """Run a blocking system call so the process's other participants go on meanwhile: in
+    gevent's thread pool when gevent patched threading (a greenlet waits, the loop runs),
+    else right here (a plain thread releases the GIL in the call)."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("threading"):
+        import gevent
+
+        gevent.get_hub().threadpool.apply(function)
+    else:
+        function()
+
+
+class WalSync:
+    """Full durability by group commit: one fsync of the write-ahead log makes every commit
+    made before it durable, however many there were (docs/database.md#durability).
+
+    Commits are numbered as they are made (``committed``). An event waits in ``wait`` until
+    a sync that began after its commit has ended (``synced``); the first waiter with no sync
+    under way runs one (off the event loop, ``off_the_loop``) for all commits so far, and
+    those that commit meanwhile wait for the next. ``syncs`` counts the fsyncs run."""
+
+    def __init__(self, wal: Path, sync: Callable[[Path], None] | None = None) -> None:
+        self.wal = wal
+        self.sync = sync or fsync_file
+        self.committed = 0
+        self.synced = 0
+        self.syncs = 0
+        self._syncing = False
+        self._failed: tuple[int, BaseException] | None = None  # up to which commit, why
+        self._condition = threading.Condition()
+
+    def commit_made(self) -> int:
+        """Number the commit just made (called under the storage's lock, in commit order)."""
+        with self._condition:
+            self.committed += 1
+            return self.committed
+
+    def wait(self, commit: int) -> None:
+        """Return once ``commit`` (and every commit before it) is on the disk; raise
+        ``StorageUnavailable`` if the sync that covered it failed."""
+        while True:
+            with self._condition:
+                while self._syncing and self.synced < commit:
+                    self._condition.wait()
+                if self._failed is not None and self.synced < commit <= self._failed[0]:
+                    raise StorageUnavailable(f"the write-ahead log could not be synced: "
+                                             f"{self._failed[1]}")
+                if self.synced >= commit:
+                    return
+                self._syncing, target = True, self.committed
+            try:
+                self._sync_up_to(target)
+            except OSError as error:
+                raise StorageUnavailable(f"the write-ahead log could not be synced: "
+                                         f"{error}") from error
+
+    def _sync_up_to(self, target: int) -> None:
+        """One sync for every commit up to ``target``; whatever ends it, the waiters learn
+        how (a failure fails every commit it was to cover)."""
+        error: BaseException | None = None
+        try:
+            off_the_loop(lambda: self.sync(self.wal))
+        except BaseException as failure:
+            error = failure
+            raise
+        finally:
+            with self._condition:
+                self._syncing = False
+                self.syncs += 1
+                if error is None:
+                    self.synced = max(self.synced, target)
+                else:
+                    self._failed = (target, error)
+                self._condition.notify_all()
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a file's written data to the disk. A log that is gone was checkpointed into
+    the database (which a checkpoint syncs) and removed: nothing is left to sync."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class CommitBatch:
     """Events of one process that share a write transaction and its commit."""
 
@@ -242,6 +336,7 @@ class CommitBatch:
         self.members = 0
         self.changes = 0  # the connection's total changes when the batch began
         self.committed = threading.Event()
+        self.commit = 0  # its number in ``WalSync``, once committed
         self.error: BaseException | None = None
 
 
@@ -249,8 +344,8 @@ class Storage:
     """The database of one study run; every public method is one committed event."""
 
     def __init__(self, path: Path | str, durability: str = "full") -> None:
-        if durability not in SYNCHRONOUS:
-            raise ValueError(f"durability must be one of {', '.join(SYNCHRONOUS)}, "
+        if durability not in DURABILITIES:
+            raise ValueError(f"durability must be one of {', '.join(DURABILITIES)}, "
                              f"not {durability!r}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -266,7 +361,8 @@ class Storage:
         self._queue_lock = threading.Lock()
         self._keys: dict[str, str] = {}
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute(f"PRAGMA synchronous={SYNCHRONOUS[durability]}")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.wal_sync = WalSync(Path(f"{self.path}-wal")) if durability == "full" else None
         self.db.execute("PRAGMA foreign_keys=ON")
         # Deleted rows are overwritten, not just unlinked: a withdrawal leaves no trace in
         # the file (whatever the SQLite build's default); see ``checkpoint``.
@@ -387,6 +483,8 @@ class Storage:
         batch.committed.wait()
         if batch.error is not None:
             raise batch.error
+        if self.wal_sync is not None:  # acknowledged only once on the disk
+            self.wal_sync.wait(batch.commit)
 
     @contextlib.contextmanager
     def _queued_for_lock(self) -> Iterator[None]:
@@ -466,6 +564,8 @@ class Storage:
         try:
             if self.db.conn.in_transaction or statement == "COMMIT":
                 self.db.conn.execute(statement)
+            if statement == "COMMIT" and self.wal_sync is not None:
+                batch.commit = self.wal_sync.commit_made()
         except BaseException as error:
             batch.error = error
             if self.db.conn.in_transaction:
@@ -544,6 +644,13 @@ class Storage:
         with self.event() as db:
             return db.conn.execute(sql, params)
 
+    def wait_durable(self) -> None:
+        """Return once every commit made so far is on the disk (under ``full``
+        durability): an answer that reports what is stored (a duplicate, a refusal) waits
+        for it as an acknowledgement does."""
+        if self.wal_sync is not None:
+            self.wal_sync.wait(self.wal_sync.committed)
+
     def _primary_key(self, table: str) -> str:
         if table not in self._keys:
             self._keys[table] = self.db[table].pks[0]
@@ -558,6 +665,7 @@ class Storage:
         grows, so a stuck or hostile tab cannot fill the disk."""
         if participant_id is not None and self._rejections_kept(participant_id, reason):
             self.rejection_counts.add(participant_id, reason, at)
+            self.wait_durable()  # the refusal may name a row still on its way to the disk
             return
         self.insert("rejections", {"participant_id": participant_id, "event": event,
                                    "msg_id": msg_id, "reason": reason,

@@ -7,8 +7,8 @@ Config keys: ``PROTOCOL`` (path, required), ``DATABASE`` (default ``var/<name>.s
 ``ASYNC_MODE`` (Socket.IO's: ``threading`` by default, ``gevent`` under ``study serve``),
 ``MESSAGE_QUEUE`` (a Redis URL shared by several server processes, default none; it also
 holds the participants' message rate limits, ``study.web.participant.admission``),
-``DURABILITY`` (``full`` by default, or ``normal``: what a commit waits for, see
-``study.storage.database.SYNCHRONOUS``),
+``DURABILITY`` (``full`` by default, or ``normal``: what an acknowledged event survives,
+see ``study.storage.database.DURABILITIES``),
 ``STUDY_CONSOLE_PASSWORD`` (the experimenter console's; see ``study.web.console.auth``),
 ``STUDY_TRUST_PROXY`` (trust a proxy's forwarded headers; see ``study.web.serving.security``),
 ``ENROL_RATE_LIMIT`` (new participants per client address, e.g. ``"600 per minute"``).

@@ -28,7 +28,10 @@ def participant(storage: Storage, code: str = "abc") -> int:
 def test_wal_foreign_keys_and_full_sync_are_on(storage):
     assert storage.one("PRAGMA journal_mode")["journal_mode"] == "wal"
     assert storage.one("PRAGMA foreign_keys")["foreign_keys"] == 1
-    assert storage.one("PRAGMA synchronous")["synchronous"] == 2
+    # Full durability syncs the log itself, once for every commit made before the sync.
+    assert storage.one("PRAGMA synchronous")["synchronous"] == 1
+    assert storage.wal_sync is not None
+    assert storage.wal_sync.wal == storage.path.with_name(storage.path.name + "-wal")
     with pytest.raises(sqlite3.IntegrityError):
         storage.insert("steps", {"participant_id": 999, "step": "consent", "at": 1.0})
 
@@ -36,6 +39,7 @@ def test_wal_foreign_keys_and_full_sync_are_on(storage):
 def test_normal_durability_waits_for_the_operating_system_only(tmp_path):
     storage = Storage(tmp_path / "study.sqlite", durability="normal")
     assert storage.one("PRAGMA synchronous")["synchronous"] == 1
+    assert storage.wal_sync is None
     assert storage.one("PRAGMA journal_mode")["journal_mode"] == "wal"
 
 
@@ -47,7 +51,7 @@ def test_an_unknown_durability_is_refused_with_the_choices(tmp_path):
 def test_the_app_passes_its_durability_to_the_database(tmp_path, teammates, clock):
     app = make_app(tmp_path, teammates, clock, DURABILITY="normal")
     storage = app.extensions["study"].storage
-    assert storage.one("PRAGMA synchronous")["synchronous"] == 1
+    assert storage.wal_sync is None
 
 
 def test_an_event_is_committed_at_once_and_visible_to_another_connection(storage):

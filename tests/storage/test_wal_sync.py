@@ -1,0 +1,196 @@
+"""Full durability by group commit (``study.storage.database.WalSync``): events committed while a
+sync of the write-ahead log runs share the next one, so concurrent events cost fewer fsyncs
+than events, and none returns (is acknowledged) before a sync that began after its commit
+has ended.
+
+The sync used here is the real one (``fsync_file``), wrapped to record, as each sync
+begins, which rows were committed then: those, and only those, are durable once it ends.
+The first sync waits until every event has committed, so the grouping is decided, not left
+to timing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from study.storage.database import Storage, StorageUnavailable, fsync_file
+
+HANG = 60.0  # seconds: only catches a hang
+EVENTS = 20
+
+
+def committed_codes(path: Path) -> set[str]:
+    """The participant codes another connection sees committed."""
+    reader = sqlite3.connect(path)
+    try:
+        return {code for (code,) in reader.execute("SELECT code FROM participants")}
+    finally:
+        reader.close()
+
+
+def insert_participant(storage: Storage, code: str) -> None:
+    with storage.event() as db:
+        db.execute("INSERT INTO participants (code, protocol, created_at, step) "
+                   "VALUES (?, 'demo', 1.0, 'consent')", (code,))
+
+
+class RecordingSync:
+    """The real fsync, recording what each sync makes durable; the first one holds until
+    ``hold_first`` says go."""
+
+    def __init__(self, path: Path, hold_first: Callable[[], None]) -> None:
+        self.path = path
+        self.hold_first = hold_first
+        self.durable: set[str] = set()
+        self.runs = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, wal: Path) -> None:
+        covered = committed_codes(self.path)
+        with self.lock:
+            self.runs += 1
+            first = self.runs == 1
+        if first:
+            self.hold_first()
+        fsync_file(wal)
+        with self.lock:
+            self.durable |= covered
+
+
+def wait_for(condition: Callable[[], bool]) -> None:
+    pause = threading.Event()
+    for _ in range(int(HANG / 0.005)):
+        if condition():
+            return
+        pause.wait(0.005)
+    raise AssertionError("condition not reached")
+
+
+def test_concurrent_events_share_fsyncs_and_each_returns_only_once_durable(tmp_path):
+    storage = Storage(tmp_path / "study.sqlite")
+    assert storage.wal_sync is not None
+    before, syncs_before = storage.wal_sync.committed, storage.wal_sync.syncs
+    codes = {f"event{i}" for i in range(EVENTS)}
+    sync = RecordingSync(storage.path,
+                         lambda: wait_for(lambda: committed_codes(storage.path) == codes))
+    storage.wal_sync.sync = sync
+    durable_on_return: dict[str, bool] = {}
+
+    def run(code: str) -> None:
+        insert_participant(storage, code)
+        with sync.lock:
+            durable_on_return[code] = code in sync.durable
+
+    threads = [threading.Thread(target=run, args=(code,)) for code in sorted(codes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HANG)
+        assert not thread.is_alive()
+    assert durable_on_return == dict.fromkeys(codes, True)
+    # Events queued behind another's transaction share its commit, too.
+    assert 1 <= storage.wal_sync.committed - before <= EVENTS
+    # The first sync covered what was committed when it began; the rest shared the second.
+    assert storage.wal_sync.syncs - syncs_before == sync.runs <= 2 < EVENTS
+    assert storage.wal_sync.synced == storage.wal_sync.committed
+
+
+def test_one_event_alone_is_synced_before_it_returns(tmp_path):
+    storage = Storage(tmp_path / "study.sqlite")
+    sync = RecordingSync(storage.path, lambda: None)
+    storage.wal_sync.sync = sync
+    syncs = storage.wal_sync.syncs
+    insert_participant(storage, "alone")
+    assert "alone" in sync.durable
+    assert storage.wal_sync.syncs == syncs + 1
+
+
+def test_a_failed_sync_is_not_acknowledged_and_the_next_event_syncs_again(tmp_path):
+    storage = Storage(tmp_path / "study.sqlite")
+
+    def failing(_: Path) -> None:
+        raise OSError(5, "Input/output error")
+
+    storage.wal_sync.sync = failing
+    with pytest.raises(StorageUnavailable, match="could not be synced"):
+        insert_participant(storage, "unsynced")
+    storage.wal_sync.sync = fsync_file
+    insert_participant(storage, "synced")
+    assert storage.wal_sync.synced == storage.wal_sync.committed
+
+
+def test_normal_durability_runs_no_sync_of_its_own(tmp_path):
+    storage = Storage(tmp_path / "study.sqlite", durability="normal")
+    assert storage.wal_sync is None
+    insert_participant(storage, "normal")
+    storage.wait_durable()  # nothing to wait for
+    assert committed_codes(storage.path) == {"normal"}
+
+
+def test_a_refusal_counted_only_still_waits_for_what_it_reports(tmp_path):
+    """Beyond the kept rows a refusal writes nothing, yet it may report a row (a duplicate)
+    committed by an event still waiting for its sync: it waits for every commit so far."""
+    storage = Storage(tmp_path / "study.sqlite")
+    insert_participant(storage, "p")
+    pid = storage.participant("p")["id"]
+    for _ in range(5):
+        storage.reject(pid, "progress", None, "duplicate", "", {}, 1.0)
+    storage.wal_sync.committed += 1  # a commit of another event, not yet synced
+    syncs = storage.wal_sync.syncs
+    storage.reject(pid, "progress", None, "duplicate", "", {}, 1.0)
+    assert storage.wal_sync.syncs == syncs + 1
+    assert storage.wal_sync.synced == storage.wal_sync.committed
+
+
+GEVENT_EVENTS = """
+import json, sys
+from gevent import monkey
+monkey.patch_all()
+import gevent
+from study.storage.database import Storage
+
+storage = Storage(sys.argv[1])
+sync = storage.wal_sync
+number_commit, commit_of = sync.commit_made, {}
+def numbered():  # which greenlet made which commit
+    commit_of[gevent.getcurrent()] = number_commit()
+    return commit_of[gevent.getcurrent()]
+sync.commit_made = numbered
+ticks = []
+def ticker():  # the event loop keeps running while a sync is under way
+    while True:
+        ticks.append(1)
+        gevent.sleep(0)
+def event(i):
+    with storage.event() as db:
+        db.execute("INSERT INTO participants (code, protocol, created_at, step) "
+                   "VALUES (?, 'demo', 1.0, 'consent')", (f"g{i}",))
+    return sync.synced >= commit_of[gevent.getcurrent()]
+loop = gevent.spawn(ticker)
+syncs, committed = sync.syncs, sync.committed
+greenlets = [gevent.spawn(event, i) for i in range(int(sys.argv[2]))]
+gevent.joinall(greenlets)
+loop.kill()
+print(json.dumps({"syncs": sync.syncs - syncs, "commits": sync.committed - committed,
+                  "ticks": len(ticks), "durable_on_return": [g.value for g in greenlets]}))
+"""
+
+
+def test_under_gevent_the_sync_runs_off_the_loop_and_greenlets_share_it(tmp_path):
+    """As under ``study serve``: the fsync runs in gevent's thread pool, so greenlets commit
+    while it runs and share the next one."""
+    run = subprocess.run([sys.executable, "-c", GEVENT_EVENTS, str(tmp_path / "g.sqlite"),
+                          str(EVENTS)], capture_output=True, text=True, timeout=HANG,
+                         check=True)
+    result = json.loads(run.stdout)
+    assert result["durable_on_return"] == [True] * EVENTS
+    assert 1 <= result["syncs"] < result["commits"] <= EVENTS
+    assert result["ticks"] > 0
