@@ -8,6 +8,8 @@ reaches the AA ratio for ordinary text, and the page gets the ink to use with ea
 
 from __future__ import annotations
 
+import functools
+
 # WCAG 2 success criterion 1.4.3 (AA): ordinary text needs 4.5:1; the badges are 17 px.
 AA_RATIO = 4.5
 DARK_INK = "#3b2418"  # the page's ink (static/css/bakery.css --ink)
@@ -32,6 +34,8 @@ def contrast(first: str, second: str) -> float:
     return (lighter + 0.05) / (darker + 0.05)
 
 
+@functools.cache
 def ink_on(colour: str) -> str:
-    """The ink the page writes with on ``colour``: dark or white, whichever contrasts more."""
+    """The ink the page writes with on ``colour``: dark or white, whichever contrasts more
+    (cached: every cookie a page is pushed names its theme's)."""
     return max((DARK_INK, LIGHT_INK), key=lambda ink: contrast(colour, ink))

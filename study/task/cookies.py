@@ -39,6 +39,7 @@ FONT: dict[str, tuple[str, ...]] = {
 DISTRACTORS = "BDHKMUWY"
 
 
+@functools.cache
 def letters_of(text: str) -> str:
     """The letters a letters cookie needs: letters and digits of the text, upper case."""
     return re.sub(r"[^A-Z0-9]", "", text.upper())
@@ -57,13 +58,18 @@ def squares_grid(initials: str) -> tuple[int, int, tuple[int, ...]]:
     return GLYPH_ROWS, cols, tuple(sorted(cells))
 
 
-def letters_target(text: str) -> dict[str, Any]:
-    """The letters cookie as the browser shows it: the text, its letters and the tray of
-    letter tiles (every letter needed once, plus a few that are not)."""
+@functools.cache
+def letters_tray(text: str) -> tuple[str, ...]:
+    """The tray of letter tiles: every letter the text needs once, plus a few it does not."""
     letters = letters_of(text)
     extra = [c for c in DISTRACTORS if c not in letters][:3]
-    return {"kind": "letters", "text": text.upper(), "letters": letters,
-            "tray": sorted(set(letters) | set(extra))}
+    return tuple(sorted(set(letters) | set(extra)))
+
+
+def letters_target(text: str) -> dict[str, Any]:
+    """The letters cookie as the browser shows it: the text, its letters and the tray."""
+    return {"kind": "letters", "text": text.upper(), "letters": letters_of(text),
+            "tray": list(letters_tray(text))}
 
 
 def squares_target(initials: str) -> dict[str, Any]:
