@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from human_journeys import HumanJourneys
-from web_support import FakeClock, msg
+from support.human_journeys import HumanJourneys
+from support.web import FakeClock, msg
 
 from study.task.cookies import letters_target, squares_target
 from study.web.console.live import snapshot

@@ -10,103 +10,16 @@ import json
 from typing import Any
 
 import pytest
-from team_support import team_protocol
-from web_support import FakeClock, make_app, msg, page_socket, small_pool
-
-
-class Person:
-    """One person's page: a Socket.IO connection speaking the documented protocol."""
-
-    def __init__(self, app: Any, code: str) -> None:
-        self.app, self.code = app, code
-        self.client, self.browser = page_socket(app, code)
-        assert self.client.emit("join", {"code": code}, callback=True)["ok"]
-
-    def send(self, event: str, payload: dict[str, Any]) -> dict[str, Any]:
-        return self.client.emit(event, {"msg_id": msg(), **payload}, callback=True)
-
-    def submit(self, step: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
-        reply = self.send("submit", {"step": step, "data": data or {}})
-        assert reply["ok"], reply
-        return reply["state"]
-
-    def state(self) -> dict[str, Any]:
-        return self.client.emit("sync", {}, callback=True)["state"]
-
-    def pushed(self, event: str) -> list[dict[str, Any]]:
-        return [item["args"][0] for item in self.client.get_received() if item["name"] == event]
-
-    def cookie(self, round_state: dict[str, Any]) -> dict[str, Any]:
-        target = round_state["target"]
-        content = target["text"] if target["kind"] == "letters" else target["cells"][::-1]
-        return self.send("cookie", {"round_id": round_state["id"], "content": content})
-
-    def leave(self) -> None:
-        self.client.disconnect()
-
-
-def journey(app: Any) -> Any:
-    return app.extensions["study"]
-
-
-def rows(app: Any, sql: str, *params: Any) -> list[dict[str, Any]]:
-    return journey(app).storage.all(sql, params)
-
-
-def practise(app: Any, clock: FakeClock, person: Person, squares: int = 1, letters: int = 3,
-             ratings: tuple[int, int] = (7, 1)) -> None:
-    """Consent, ratings and four practice rounds, finishing ``squares`` and ``letters``
-    cookies in the measured rounds."""
-    person.submit("consent", {"agree": True})
-    person.submit("themes")
-    person.submit("preferences", {"ratings": {"ravens": ratings[0], "steelers": ratings[1]}})
-    for number, count in enumerate((1, squares, 1, letters), 1):
-        round_state = person.send("start_round", {"round": number})["state"]["round"]
-        for _ in range(count):
-            clock.advance(1.0)
-            assert person.cookie(round_state)["ok"]
-        clock.advance(journey(app).protocol.practice_seconds)
-        journey(app).tick(clock.now)
-
-
-def tick_until(app: Any, clock: FakeClock, done: Any, step: float = 1.0,
-               limit: int = 600) -> None:
-    """Move the clock a second at a time, ticking, until ``done()`` holds."""
-    for _ in range(limit):
-        if done():
-            return
-        clock.advance(step)
-        journey(app).tick(clock.now)
-    raise AssertionError("the condition never held")
-
-
-def running(person: Person) -> dict[str, Any] | None:
-    round_state = person.state()["round"]
-    return round_state if round_state and round_state["running"] else None
-
-
-def to_session(app: Any, clock: FakeClock, people: list[Person], number: int) -> None:
-    for person in people:
-        if number == 1:
-            person.submit("teammate")
-        person.submit(f"intro-{number}")
-    tick_until(app, clock, lambda: all(running(person) for person in people))
-
-
-def play_round(app: Any, clock: FakeClock, people: list[Person]) -> None:
-    states = [running(person) for person in people]
-    clock.advance(1.5)
-    for person, round_state in zip(people, states, strict=True):
-        if round_state is not None:
-            assert person.cookie(round_state)["ok"]
-    clock.advance(journey(app).protocol.round_seconds)
-    journey(app).tick(clock.now)
-
-
-@pytest.fixture(scope="module")
-def teammates3(tmp_path_factory: pytest.TempPathFactory):
-    """A small real pool of three-human teams."""
-    return small_pool(tmp_path_factory.mktemp("pools3"), kits=(3, 3), humans=3)
+from support.teams import (
+    Person,
+    play_round,
+    practise,
+    running,
+    team_protocol,
+    tick_until,
+    to_session,
+)
+from support.web import FakeClock, journey, make_app, rows
 
 
 def test_two_people_by_arrival_play_every_round_on_one_clock(tmp_path, teammates):
