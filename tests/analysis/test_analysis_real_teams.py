@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from support.teams import Person, play_round, practise, team_protocol, to_session
+from support.people import Person, play_round, practise, to_session
+from support.teams import team_protocol
 from support.web import FakeClock, make_app, small_pool
 
 from analysis import flow, models, real_teams

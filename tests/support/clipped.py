@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from study.bots.human import Human
-from support.teams import Person
+from support.people import Person
 from support.web import STUDY2, FakeClock, journey
 
 BRISK, TYPICAL = 0.2, 1.0  # times the human model's times

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from support.console import PASSWORD, csrf_of
-from support.teams import Person, practise, team_protocol, to_session
+from support.people import Person, practise, to_session
+from support.teams import team_protocol
 from support.web import FakeClock
 
 from study.web import create_app

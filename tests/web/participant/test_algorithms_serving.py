@@ -20,15 +20,8 @@ from support.journey import (
     play_session,
     through_preferences,
 )
-from support.teams import (
-    Person,
-    play_round,
-    practise,
-    running,
-    team_protocol,
-    tick_until,
-    to_session,
-)
+from support.people import Person, play_round, practise, running, tick_until, to_session
+from support.teams import team_protocol
 from support.web import DEMO, FakeClock, make_app, small_pool
 
 from study.allocation.algorithms import declaration

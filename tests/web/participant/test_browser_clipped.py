@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 from support.clipped import BRISK, TYPICAL, practise_at, study2_with
-from support.teams import Person
+from support.people import Person
 from support.web import CHROMIUM, CHROMIUM_ARGS, FakeClock, LiveServer, make_app
 
 from study.protocol.loader import load_protocol

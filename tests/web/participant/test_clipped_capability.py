@@ -18,7 +18,8 @@ import pytest
 from support.bonus import details
 from support.clipped import BRISK, TYPICAL, UNMATCHED_LINK, practise_at, study2_with
 from support.console import PASSWORD, logged_in
-from support.teams import Person, practise, team_protocol
+from support.people import Person, practise
+from support.teams import team_protocol
 from support.web import FakeClock, journey, make_app, rows
 
 from analysis import flow

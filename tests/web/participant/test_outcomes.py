@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from support.bonus import details
-from support.teams import Person, practise, team_protocol, tick_until, to_session
+from support.people import Person, practise, tick_until, to_session
+from support.teams import team_protocol
 from support.web import DEMO, FakeClock, journey, make_app, rows
 
 from study.exports.bonus import export_bonuses

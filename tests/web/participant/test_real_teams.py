@@ -10,15 +10,8 @@ import json
 from typing import Any
 
 import pytest
-from support.teams import (
-    Person,
-    play_round,
-    practise,
-    running,
-    team_protocol,
-    tick_until,
-    to_session,
-)
+from support.people import Person, play_round, practise, running, tick_until, to_session
+from support.teams import team_protocol
 from support.web import FakeClock, journey, make_app, rows
 
 

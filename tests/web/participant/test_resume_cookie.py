@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from support.journey import Browser, through_preferences
-from support.teams import Person, practise, running, team_protocol, to_session
+from support.people import Person, practise, running, to_session
+from support.teams import team_protocol
 from support.web import FakeClock, make_app, page_socket
 
 

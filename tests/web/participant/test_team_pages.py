@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from support.teams import Person, practise, team_protocol, tick_until
+from support.people import Person, practise, tick_until
+from support.teams import team_protocol
 from support.web import FakeClock, make_app, rows
 
 from study.protocol.loader import ProtocolError, load_protocol

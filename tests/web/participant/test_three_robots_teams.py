@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.people import Person, play_round, practise, running, to_session
 from support.protocols import THREE
-from support.teams import TEAM, Person, play_round, practise, running, to_session
+from support.teams import TEAM
 from support.web import FakeClock, journey, make_app, rows, small_pool
 
 from study.protocol.orders import counterbalanced
