@@ -25,8 +25,6 @@ from study.storage.database import Storage
 from support.web import FakeClock
 
 TASK_NAMES = ("squares", "letters")
-
-
 LIKERT = (("cap_agree", "Cap-Agree"), ("cap_rating", "Cap-Rating"),
           ("pref_agree", "Pref-Agree"), ("pref_rating", "Pref-Rating"),
           ("fair_overall", "Fair-Overall"))

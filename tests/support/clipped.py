@@ -13,8 +13,6 @@ from support.people import Person
 from support.web import STUDY2, FakeClock, journey
 
 BRISK, TYPICAL = 0.2, 1.0  # times the human model's times
-
-
 UNMATCHED_LINK = "https://app.prolific.com/submissions/complete?cc=CLIPPED1"
 
 

@@ -7,8 +7,6 @@ from pathlib import Path
 from support.web import ROOT
 
 THREE = ROOT / "tests" / "three_robots.toml"
-
-
 # A fourth robot declared as data (docs/protocol.md, [[algorithms]]): half the slower
 # human's capability utility, half the team's efficiency.
 FOURTH = '''

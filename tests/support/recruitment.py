@@ -10,8 +10,6 @@ from typing import Any
 from support.web import DEMO
 
 COMPLETE = "https://app.prolific.com/submissions/complete?cc=C0MPL3TE"
-
-
 RETURN = "https://app.prolific.com/submissions/complete?cc=RETURNED"
 
 

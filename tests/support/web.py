@@ -1,4 +1,5 @@
-"""Shared parts of the web tests: a controllable clock, a small real pool, a real app."""
+"""Shared parts of the web tests: a controllable clock, a small real pool, a real app and
+the journey behind it."""
 
 from __future__ import annotations
 
@@ -101,6 +102,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 
 def journey(app: Any) -> Any:
+    """The study behind ``app``: its journey, storage, protocol and clock ticks."""
     return app.extensions["study"]
 
 

@@ -16,11 +16,7 @@ from support.journey import (
 from support.web import FakeClock, journey
 
 SECRET_ANSWER = "my cousin bakes for the Ravens, 7731"
-
-
 EXTERNAL_ID = "prolific-4417-xq"
-
-
 # What a withdrawn participant's row keeps: the code, how the link came about (console or
 # open enrolment), when it was made, and the withdrawal itself (when, and the furthest step).
 KEPT = {"id", "code", "protocol", "origin", "created_at", "step", "data_consent",

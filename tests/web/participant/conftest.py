@@ -13,6 +13,7 @@ from support.web import CHROMIUM, CHROMIUM_ARGS, LiveServer, make_app, small_poo
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
+    """The demo study served live with its round scheduler, on the wall clock."""
     directory = tmp_path_factory.mktemp("browser")
     teammates = small_pool(directory / "pools")
     app = make_app(directory, teammates, time.time, SCHEDULER=True)
@@ -22,6 +23,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def browser():
+    """Chromium, launched once per test module."""
     assert Path(CHROMIUM).exists(), "Chromium is missing: run `make system-packages`"
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
