@@ -192,8 +192,6 @@ def enumerated_goals(humans: int, kits: tuple[int, ...]) -> list[np.ndarray]:
             if all(sum(row[j] for row in combo) == kits[j] for j in range(len(kits)))]
 
 
-
-
 def random_histories(count: int, humans: int, kits: tuple[int, ...],
                      rng: np.random.Generator) -> np.ndarray:
     """One earlier session per team: a random goal of the same kits."""

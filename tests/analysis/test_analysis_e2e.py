@@ -47,8 +47,6 @@ def fast_demo(directory: Path) -> Path:
     return path
 
 
-
-
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     root = tmp_path_factory.mktemp("e2e")

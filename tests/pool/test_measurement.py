@@ -245,7 +245,6 @@ def test_at_human_pace_the_two_robots_differ_for_almost_everyone(name, tmp_path,
     assert all(json.loads(p.plans[0]) for p in matched)
 
 
-
 @dataclass(frozen=True)
 class Member:
     """A pool member as ``TeammateSource`` answers it."""

@@ -29,10 +29,6 @@ fea_bounds = [0.0, 4.0]
 '''
 
 
-
-
-
-
 def line_of(text: str, needle: str, occurrence: int = 1) -> int:
     """The 1-based line of the ``occurrence``-th ``needle`` in ``text``."""
     position = -1

@@ -36,8 +36,6 @@ ROOT = Path(__file__).resolve().parents[2]
 HANG = 120.0  # seconds: only catches a hang
 
 
-
-
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     with tmpfs(tmp_path / "disk", "4m") as disk:
@@ -49,8 +47,6 @@ def served_disk(tmp_path: Path) -> Iterator[Path]:
     """Room for a served study's database and its log before the filler comes."""
     with tmpfs(tmp_path / "disk", "16m") as disk:
         yield disk
-
-
 
 
 def wait_for(condition, timeout: float = HANG, what: str = "condition") -> None:

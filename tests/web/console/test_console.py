@@ -22,16 +22,10 @@ def teammates(tmp_path_factory):
     return PoolTeammates.for_protocol(load_protocol(DEMO), tmp_path_factory.mktemp("pools"))
 
 
-
-
 @pytest.fixture
 def app(tmp_path, teammates, monkeypatch):
     monkeypatch.delenv("STUDY_CONSOLE_PASSWORD", raising=False)
     return make_app(tmp_path, teammates)
-
-
-
-
 
 
 def journey(app):

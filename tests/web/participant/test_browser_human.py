@@ -28,12 +28,6 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         yield live
 
 
-
-
-
-
-
-
 def assert_measured_not_clipped(server: LiveServer, code: str) -> None:
     [participant] = stored(server, "SELECT * FROM participants WHERE code = ?", code)
     measured = stored(server, "SELECT * FROM measurements WHERE participant_id = ? AND "

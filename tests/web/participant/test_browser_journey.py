@@ -25,14 +25,6 @@ from study.web.participant.rounds import teammate_times
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-
-
-
-
-
-
-
-
 def script_errors(page: Page) -> list[str]:
     """What the page reports going wrong as it happens: uncaught errors of its scripts (a
     module that fails to load or to run) and errors written to the console."""

@@ -17,8 +17,6 @@ from support.web import LiveServer
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-
-
 def assert_in_view(page: Page, selector: str, where: str) -> None:
     box = page.locator(selector).bounding_box()
     assert box is not None, f"{where}: {selector} is not shown"
@@ -51,8 +49,6 @@ class PhoneParticipant(Participant):
         self.page.wait_for_selector(f'.bakery[data-round="{round_id}"]', state="detached",
                                     timeout=30_000)
         return int(round_id)
-
-
 
 
 def test_every_step_fits_a_phone(server: LiveServer, browser, tmp_path: Path):

@@ -56,8 +56,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, protocol_file: Path):
         yield live
 
 
-
-
 def practise(person: Participant, url: str, code: str) -> None:
     person.page.goto(f"{url}/p/{code}")
     person.reach_practice({"ravens": 6, "steelers": 2})

@@ -37,8 +37,6 @@ from study.web.participant.agent_pool import PoolTeammates
 ROUND_STEPS = ("practice", "session-1", "session-2")
 
 
-
-
 @pytest.fixture(scope="module")
 def pools(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("pools")
@@ -53,8 +51,6 @@ def study_app(directory: Path, pools: Path, consequence: str, clock: FakeClock) 
         console.init_app(app)
     app.extensions["console_pusher"].stop()
     return app
-
-
 
 
 def clipped_flags(app: Any, code: str) -> list[int]:

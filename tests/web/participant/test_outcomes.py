@@ -111,8 +111,6 @@ def prolific_id(code: str) -> str:
     return code.encode().hex().ljust(24, "0")[:24]
 
 
-
-
 def waits(app: Any) -> dict[str, float]:
     """Each person's recorded wait in the lobby, in minutes."""
     return {row["code"]: (row["left_at"] - row["entered_at"]) / 60 for row in rows(

@@ -22,15 +22,11 @@ from study.web.console import balance
 PASSWORD = "let-me-in"
 
 
-
-
 @pytest.fixture
 def app(tmp_path, teammates, clock, monkeypatch):
     monkeypatch.setenv("STUDY_CONSOLE_PASSWORD", PASSWORD)
     return make_app(tmp_path, teammates, clock,
                     protocol=recruitment_protocol(tmp_path / "prolific.toml"))
-
-
 
 
 def start(name: str) -> str:
@@ -40,8 +36,6 @@ def start(name: str) -> str:
 
 def participants(app: Any) -> list[dict[str, Any]]:
     return app.extensions["study"].storage.all("SELECT * FROM participants ORDER BY id")
-
-
 
 
 def consent(app: Any, code: str, agree: bool = True) -> dict[str, Any]:

@@ -28,18 +28,6 @@ def db(app: Any) -> Any:
     return app.extensions["study"].storage
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def test_the_whole_journey_is_stored_event_by_event(app, clock):
     you = Browser(app, "walker-1")
     through_preferences(you)

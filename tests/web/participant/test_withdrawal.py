@@ -32,8 +32,6 @@ def app(tmp_path: Path, teammates, clock: FakeClock, monkeypatch: pytest.MonkeyP
     return make_app(tmp_path, teammates, clock)
 
 
-
-
 def answers_to(items: list[dict[str, Any]]) -> dict[str, Any]:
     """An answer to every item of a questionnaire page, whatever the protocol asks."""
     first = {"likert": lambda item: 4, "choice": lambda item: item["options"][0],

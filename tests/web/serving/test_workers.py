@@ -23,8 +23,6 @@ ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 
 
-
-
 def test_killing_the_scheduling_worker_loses_nothing(tmp_path):
     protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp_path / "quick.toml",
                               round_seconds=3.0, practice_seconds=2.0)
