@@ -5,7 +5,7 @@
 Builds a Study #2 pool of ``--teams`` rows (protocols/study2.toml's spec at that size),
 then places simulated participants, their coefficients measured from the human model at
 paces from 0.3 to 2.5 times its times with every rating pattern
-(``tests/human_journeys.py`` uses the same population), and times, per participant in one
+(``tests/support/human_journeys.py`` uses the same population), and times, per participant in one
 run:
 
 - the paper's Eq. 6 nearest member alone (the k-d tree query), the baseline;
@@ -36,7 +36,7 @@ from study.protocol.loader import load_protocol, preference_coefficient
 from study.task.cookies import target
 
 ROOT = Path(__file__).resolve().parents[1]
-PACES = (0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5)  # as tests/human_journeys.py
+PACES = (0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5)  # as tests/support/human_journeys.py
 RATINGS = ((7, 1), (1, 7), (5, 4), (4, 5), (6, 6), (2, 2))
 
 

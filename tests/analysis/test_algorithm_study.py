@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_algorithms import brute_reward
+from support.allocation import brute_reward
 
 from analysis import algorithm_study
 from analysis.cli import main

@@ -6,29 +6,20 @@ then the report built from that database, its flow checked against the database 
 per-condition numbers against an independent SQL computation over the analysis set the
 protocol declares."""
 
-import itertools
 import json
 import re
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-from test_analysis_report import Tables, table
-from web_support import DEMO, FakeClock, make_app, small_pool
+from support.analysis import PASSING, InProcessBot, Tables, table
+from support.web import DEMO, FakeClock, make_app, small_pool
 
 from analysis import cli
 from study.bots import AckLog, Bot, StudyFacts, profile_for
-from study.bots.participant import (
-    ROUND_STEPS,
-    TERMINAL_STEPS,
-    _next_round,
-    cookie_content,
-    stop_point_reached,
-)
 from study.protocol.loader import load_protocol
 from study.web.console.holds import apply_action
 
@@ -39,7 +30,6 @@ RECOVERED = 1  # whose second letters practice round (measured) is closed on rec
 FLAGGED = 0
 FAILED_CHECK = 2  # answers that they did not believe the teammate was a person
 NEVER_OPENED = 2
-PASSING = "Yes, another person"
 RULES = """[analysis]
 exclude = ["aborted", "failed-manipulation-check", "recovered-capability", "incomplete"]
 keep_completed_sessions_of_incomplete = true
@@ -55,61 +45,6 @@ def fast_demo(directory: Path) -> Path:
     path = directory / "fastdemo.toml"
     path.write_text(text)
     return path
-
-
-class InProcessBot:
-    """A bot's decisions (``study.bots.Bot``: page answers, decorator pace, stop point)
-    sent straight to the journey, the clock moved instead of waited for."""
-
-    def __init__(self, journey: Any, clock: FakeClock, code: str, bot: Bot,
-                 recover_measured: bool = False, check_answer: str = PASSING) -> None:
-        self.journey, self.clock, self.code, self.bot = journey, clock, code, bot
-        self.recover_measured = recover_measured
-        self.check_answer = check_answer
-        self.ids = itertools.count()
-
-    def send(self, event: str, payload: dict[str, Any]) -> dict[str, Any]:
-        reply = self.journey.handle(event, self.code,
-                                    {"msg_id": f"{self.code}-{next(self.ids)}", **payload})
-        assert reply["ok"], reply
-        return reply
-
-    def run(self) -> str:
-        state = self.journey.join(self.code)["state"]
-        while (state["step"] not in TERMINAL_STEPS
-               and not stop_point_reached(self.bot.profile.stop_at, state)):
-            if state["step"] in ROUND_STEPS:
-                self.play(state)
-            else:
-                self.send("submit", {"step": state["step"], "data": self.page_data(state)})
-            state = self.journey.state(self.code)
-        return state["step"]
-
-    def page_data(self, state: dict[str, Any]) -> dict[str, Any]:
-        """The bot's answers; the manipulation check passed unless told otherwise."""
-        data = self.bot.page_data(state)
-        if state["step"] == "post":
-            data["answers"]["teammate_believed"] = self.check_answer
-        return data
-
-    def play(self, state: dict[str, Any]) -> None:
-        number = _next_round(state.get("round"))
-        current = self.send("start_round", {"round": number})["state"]["round"]
-        seconds = current["deadline"] - current["started_at"]
-        last = 0.0
-        for due in self.bot.decorator.cookie_times(current["task_type"], seconds, self.bot.rng):
-            at = max(due, last + 0.55)
-            if at >= seconds - 0.1:
-                break
-            self.clock.now = current["started_at"] + at
-            self.send("cookie", {"round_id": current["id"],
-                                 "content": cookie_content(current["target"])})
-            last = at
-        self.clock.now = current["deadline"] + 0.01
-        if self.recover_measured and state["step"] == "practice" and number == 4:
-            self.journey.recover(alive_until=current["deadline"] - 1.0)
-        else:
-            self.journey.tick(self.clock.now)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
-from web_support import DEMO, ROOT
+from support.web import DEMO, ROOT
 
 from analysis import cli, plan
 from study.task.decorator import Decorator
@@ -65,7 +65,7 @@ def test_needed_is_the_fewest_participants_reaching_the_target():
 
 
 def test_plan_command_writes_curves_table_and_figure(tmp_path, capsys):
-    from web_support import DEMO, small_pool
+    from support.web import DEMO, small_pool
 
     pool = small_pool(tmp_path / "pools")
     out = tmp_path / "plan"
@@ -143,7 +143,7 @@ def test_the_plan_puts_the_drawn_participants_in_the_participants_seat():
 
 
 def test_plan_command_takes_a_pilot(tmp_path, capsys):
-    from web_support import small_pool
+    from support.web import small_pool
 
     from study.protocol.loader import load_protocol
 

@@ -5,7 +5,7 @@ import sqlite3
 
 import pandas as pd
 import pytest
-from test_analysis_load import make_database
+from support.analysis import make_database
 
 from analysis import cli, design, load, models, pooling, report, sessions
 from study.allocation.model import InvalidInput

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from team_support import team_protocol
-from test_real_teams import Person, play_round, practise, to_session
-from web_support import FakeClock, make_app, small_pool
+from support.people import Person, play_round, practise, to_session
+from support.teams import team_protocol
+from support.web import FakeClock, make_app, small_pool
 
 from analysis import flow, models, real_teams
 from analysis.load import load

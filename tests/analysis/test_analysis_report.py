@@ -3,54 +3,13 @@ built by study.pool; the report's numbers are checked against the database direc
 
 import re
 import sqlite3
-from html.parser import HTMLParser
 
 import pandas as pd
 import pytest
-from test_analysis_load import make_database
+from support.analysis import Tables, make_database, table
 
 from analysis import cli
 from study.pool import PoolSpec, build_pool
-
-
-class Tables(HTMLParser):
-    """Every ``<table>`` of a page as a list of rows of cell texts, keyed by the ``<h3>``
-    caption before it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tables: dict[str, list[list[str]]] = {}
-        self.caption = ""
-        self.in_caption = False
-        self.cell: list[str] | None = None
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "h3":
-            self.in_caption, self.caption = True, ""
-        elif tag == "table":
-            self.tables[self.caption] = []
-        elif tag == "tr":
-            self.tables[self.caption].append([])
-        elif tag in ("td", "th"):
-            self.cell = []
-
-    def handle_endtag(self, tag):
-        if tag == "h3":
-            self.in_caption = False
-        elif tag in ("td", "th") and self.cell is not None:
-            self.tables[self.caption][-1].append("".join(self.cell).strip())
-            self.cell = None
-
-    def handle_data(self, data):
-        if self.in_caption:
-            self.caption += data
-        elif self.cell is not None:
-            self.cell.append(data)
-
-
-def table(tables: Tables, caption: str) -> pd.DataFrame:
-    header, *rows = tables.tables[caption]
-    return pd.DataFrame(rows, columns=header)
 
 
 @pytest.fixture(scope="module")

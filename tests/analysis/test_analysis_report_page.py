@@ -102,7 +102,7 @@ def measure(page) -> dict:
 @pytest.mark.browser
 def test_a_wide_table_scrolls_in_its_box_on_screen_and_fits_the_printed_page(tmp_path):
     from playwright.sync_api import sync_playwright
-    from web_support import CHROMIUM, CHROMIUM_ARGS
+    from support.web import CHROMIUM, CHROMIUM_ARGS
 
     page_file = wide_report(tmp_path / "report.html")
     with sync_playwright() as playwright:

@@ -15,10 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_analysis_e2e import InProcessBot
-from test_analysis_load import make_database
-from test_analysis_report import Tables, table
-from web_support import DEMO, FakeClock, make_app
+from support.analysis import InProcessBot, Tables, make_database, table
+from support.web import DEMO, FakeClock, make_app
 
 from analysis import cli, teams
 from study.bots import AckLog, Bot, StudyFacts

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 from statsmodels.stats.multitest import multipletests
-from test_analysis_e2e import InProcessBot
-from test_analysis_report import Tables, table
-from test_conditions import THREE
-from web_support import FakeClock, make_app, small_pool
+from support.analysis import InProcessBot, Tables, table
+from support.protocols import THREE
+from support.web import FakeClock, make_app, small_pool
 
 from analysis import cli
 from study.bots import AckLog, Bot, StudyFacts, profile_for

@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_analysis_e2e import InProcessBot
-from test_analysis_report import Tables, table
-from web_support import DEMO, FakeClock, make_app
+from support.analysis import InProcessBot, Tables, table
+from support.web import DEMO, FakeClock, make_app
 
 from analysis import cli, teams, ties
 from study.bots import AckLog, Bot, StudyFacts

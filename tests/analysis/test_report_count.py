@@ -5,7 +5,7 @@ import json
 import re
 from pathlib import Path
 
-from test_analysis_load import make_database
+from support.analysis import make_database
 
 from analysis import cli
 from study.storage.database import Storage

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from web_support import LiveServer
+from support.web import LiveServer
 
 from study.bots import BEHAVIOURS, Profile, StudyFacts, bot_codes, run_swarm
 from study.bots.participant import Behaviour

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from team_support import team_protocol
+from support.teams import team_protocol
 
 from study.cli import main
 from study.exports.bonus import amount, bonuses, export_bonuses, lobby_amount

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from human_journeys import HumanJourneys
-from web_support import FakeClock, msg
+from support.human_journeys import HumanJourneys
+from support.web import FakeClock, msg
 
 from study.task.cookies import letters_target, squares_target
 from study.web.console.live import snapshot
@@ -243,7 +243,6 @@ def test_at_human_pace_the_two_robots_differ_for_almost_everyone(name, tmp_path,
     values = np.array([p.capabilities for p in matched])
     assert ((values > 0.01) & (values < 0.99)).mean() > 0.9, "coefficients are not clipped"
     assert all(json.loads(p.plans[0]) for p in matched)
-
 
 
 @dataclass(frozen=True)

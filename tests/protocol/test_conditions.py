@@ -11,27 +11,14 @@ from itertools import permutations
 from pathlib import Path
 
 import pytest
-from web_support import DEMO, FakeClock, make_app, small_pool
+from support.protocols import THREE, four_robots, with_conditions
+from support.web import DEMO, FakeClock, make_app, small_pool
 
 from study.cli import main
 from study.protocol.loader import ProtocolError, load_protocol, parse_protocol
 from study.protocol.orders import counterbalanced, williams_square
 
 ROOT = Path(__file__).resolve().parents[2]
-THREE = ROOT / "tests" / "three_robots.toml"
-# A fourth robot declared as data (docs/protocol.md, [[algorithms]]): half the slower
-# human's capability utility, half the team's efficiency.
-FOURTH = '''
-[[algorithms]]
-id = "maximin"
-terms = { egalitarian_c = 0.5, efficiency = 0.5 }
-
-[[conditions]]
-id = "maximin"
-algorithm = "maximin"
-robot = "Max"
-transparency = "Robot Max looks after whoever of you is slower, then the team's cookies."
-'''
 FIFTH = '''
 [[conditions]]
 id = "fea-fair"
@@ -40,21 +27,6 @@ robot = "Kim"
 w = 0.2
 fea_bounds = [0.0, 4.0]
 '''
-
-
-def with_conditions(text: str, extra: str) -> str:
-    """The protocol ``text`` with ``extra`` [[conditions]] tables after its last one."""
-    last = text.rindex("[[conditions]]")
-    end = text.index("\n[", last + 1)
-    return text[:end] + "\n" + extra + text[end:]
-
-
-def four_robots(folder: Path) -> Path:
-    """The three-robot protocol with a fourth robot, a declared maximin algorithm."""
-    path = folder / "four.toml"
-    path.write_text(with_conditions(THREE.read_text(encoding="utf-8"), FOURTH)
-                    .replace('name = "three"', 'name = "four"'), encoding="utf-8")
-    return path
 
 
 def line_of(text: str, needle: str, occurrence: int = 1) -> int:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
-from test_storage_faults import fill, tmpfs
-from web_support import CHROMIUM, CHROMIUM_ARGS
+from support.storage import fill, tmpfs
+from support.web import CHROMIUM, CHROMIUM_ARGS
 
 from study.bots.servers import ServeProcess
 

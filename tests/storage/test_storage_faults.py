@@ -10,11 +10,9 @@ gives back the space it took.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sqlite3
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -22,8 +20,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from server_support import query, wait_for_open_rounds
-from web_support import DEMO, make_app, msg, page_socket
+from support.servers import query, wait_for_open_rounds
+from support.storage import fill, tmpfs
+from support.web import DEMO, make_app, msg, page_socket
 
 from study.bots import BEHAVIOURS, Profile, StudyFacts, SwarmResult, bot_codes, run_swarm
 from study.bots.audit import missing_acknowledged
@@ -37,20 +36,6 @@ ROOT = Path(__file__).resolve().parents[2]
 HANG = 120.0  # seconds: only catches a hang
 
 
-@contextlib.contextmanager
-def tmpfs(directory: Path, size: str) -> Iterator[Path]:
-    """A tmpfs of ``size`` mounted on ``directory``, unmounted afterwards."""
-    directory.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                           str(directory)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield directory
-    finally:
-        subprocess.run(["umount", "-l", str(directory)], check=True)
-
-
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     with tmpfs(tmp_path / "disk", "4m") as disk:
@@ -62,23 +47,6 @@ def served_disk(tmp_path: Path) -> Iterator[Path]:
     """Room for a served study's database and its log before the filler comes."""
     with tmpfs(tmp_path / "disk", "16m") as disk:
         yield disk
-
-
-def fill(disk: Path) -> Path:
-    """Fill the disk with one file, to the last byte."""
-    filler = disk / "filler"
-    with open(filler, "wb", buffering=0) as out:
-        try:
-            while True:
-                out.write(b"\0" * 4096)
-        except OSError:
-            pass
-        try:
-            while True:
-                out.write(b"\0")
-        except OSError:
-            pass
-    return filler
 
 
 def wait_for(condition, timeout: float = HANG, what: str = "condition") -> None:

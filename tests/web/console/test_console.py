@@ -7,18 +7,14 @@ import io
 import json
 import re
 import zipfile
-from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from web_support import DEMO, FakeClock, page_socket
+from support.console import PASSWORD, csrf_of, logged_in, make_app
+from support.web import DEMO, page_socket
 
 from study.protocol.loader import load_protocol
-from study.web import create_app
-from study.web.console import views as console
 from study.web.participant.agent_pool import PoolTeammates
-
-PASSWORD = "correct horse battery staple"
 
 
 @pytest.fixture(scope="module")
@@ -26,34 +22,10 @@ def teammates(tmp_path_factory):
     return PoolTeammates.for_protocol(load_protocol(DEMO), tmp_path_factory.mktemp("pools"))
 
 
-def make_app(tmp_path: Path, teammates, password: str | None = PASSWORD):
-    config = {"PROTOCOL": DEMO, "DATABASE": tmp_path / "study.sqlite", "TEAMMATES": teammates,
-              "CLOCK": FakeClock(), "SCHEDULER": False, "TESTING": True}
-    if password is not None:
-        config["STUDY_CONSOLE_PASSWORD"] = password
-    app = create_app(config)
-    if "console" not in app.blueprints:
-        console.init_app(app)
-    app.extensions["console_pusher"].stop()
-    return app
-
-
 @pytest.fixture
 def app(tmp_path, teammates, monkeypatch):
     monkeypatch.delenv("STUDY_CONSOLE_PASSWORD", raising=False)
     return make_app(tmp_path, teammates)
-
-
-def csrf_of(page: bytes) -> str:
-    return re.search(rb'name="csrf_token" value="([^"]+)"', page).group(1).decode()
-
-
-def logged_in(app):
-    client = app.test_client()
-    token = csrf_of(client.get("/console/login").data)
-    reply = client.post("/console/login", data={"password": PASSWORD, "csrf_token": token})
-    assert reply.status_code == 302
-    return client, csrf_of(client.get("/console/").data)
 
 
 def journey(app):

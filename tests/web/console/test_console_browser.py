@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
-from web_support import CHROMIUM, CHROMIUM_ARGS, DEMO, LiveServer
+from support.web import CHROMIUM, CHROMIUM_ARGS, DEMO, LiveServer
 
 from study.protocol.loader import load_protocol
 from study.web import create_app

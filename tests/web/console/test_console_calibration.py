@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_console import logged_in, make_app
-from web_support import ROOT
+from support.console import logged_in, make_app
+from support.web import ROOT
 
 from study.protocol.loader import load_protocol
 from study.web.console import live
@@ -96,7 +96,7 @@ def test_the_console_serves_the_panel_against_its_protocols_ranges(app):
 @pytest.mark.browser
 def test_the_panel_turns_amber_live_in_chromium(tmp_path):
     from playwright.sync_api import sync_playwright
-    from web_support import CHROMIUM, CHROMIUM_ARGS, DEMO, LiveServer
+    from support.web import CHROMIUM, CHROMIUM_ARGS, DEMO, LiveServer
 
     from study.web import create_app
     from study.web.participant.agent_pool import PoolTeammates

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import requests
-from web_support import DEMO, FakeClock, make_app
+from support.web import DEMO, FakeClock, make_app
 
 from study.bots.servers import ServeProcess, quick_protocol
 

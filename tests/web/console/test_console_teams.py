@@ -4,10 +4,10 @@ whole team (docs/teams.md, docs/study-day.md)."""
 from __future__ import annotations
 
 import pytest
-from team_support import team_protocol
-from test_console import PASSWORD, csrf_of
-from test_real_teams import Person, practise, to_session
-from web_support import FakeClock
+from support.console import PASSWORD, csrf_of
+from support.people import Person, practise, to_session
+from support.teams import team_protocol
+from support.web import FakeClock
 
 from study.web import create_app
 from study.web.console import views as console
@@ -100,7 +100,7 @@ def test_aborting_a_member_gives_their_seat_to_an_agent(app, clock, playing):
 
 
 def test_an_individual_study_has_no_team_panel(tmp_path, teammates, monkeypatch):
-    from test_console import make_app
+    from support.console import make_app
     monkeypatch.delenv("STUDY_CONSOLE_PASSWORD", raising=False)
     app = make_app(tmp_path, teammates)
     client, _ = logged_in(app)

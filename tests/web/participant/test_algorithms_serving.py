@@ -13,16 +13,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from team_support import team_protocol
-from test_real_teams import Person, play_round, practise, running, tick_until, to_session
-from test_web_journey import (
+from support.journey import (
     SESSION_ANSWERS,
     Browser,
     play_practice,
     play_session,
     through_preferences,
 )
-from web_support import DEMO, FakeClock, make_app, small_pool
+from support.people import Person, play_round, practise, running, tick_until, to_session
+from support.teams import team_protocol
+from support.web import DEMO, FakeClock, make_app, small_pool
 
 from study.allocation.algorithms import declaration
 from study.allocation.model import Algorithm, Team

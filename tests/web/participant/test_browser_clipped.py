@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
-from test_clipped_capability import BRISK, TYPICAL, practise_at, study2_with
-from test_real_teams import Person
-from web_support import CHROMIUM, CHROMIUM_ARGS, FakeClock, LiveServer, make_app
+from support.clipped import BRISK, TYPICAL, practise_at, study2_with
+from support.people import Person
+from support.web import CHROMIUM, CHROMIUM_ARGS, FakeClock, LiveServer, make_app
 
 from study.protocol.loader import load_protocol
 from study.web.participant.agent_pool import PoolTeammates

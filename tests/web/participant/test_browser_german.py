@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
-from test_browser_journey import Participant
-from test_browser_phone import console_action
-from web_support import CHROMIUM, CHROMIUM_ARGS
+from support.browser import Participant, console_action
+from support.web import CHROMIUM, CHROMIUM_ARGS
 
 from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol.loader import load_protocol

@@ -8,139 +8,21 @@ to refresh the screenshots of ``docs/participant-journey.md``.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
 import time
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, sync_playwright
-from test_withdrawal import SECRET_ANSWER, assert_nothing_left
-from web_support import CHROMIUM, CHROMIUM_ARGS, LiveServer, make_app, small_pool
+from playwright.sync_api import Page
+from support.browser import Participant, screenshot_directory
+from support.web import LiveServer
+from support.withdrawal import SECRET_ANSWER, assert_nothing_left
 
 from study.protocol.loader import Protocol
 from study.web.participant.rounds import teammate_times
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):
-    directory = tmp_path_factory.mktemp("browser")
-    teammates = small_pool(directory / "pools")
-    app = make_app(directory, teammates, time.time, SCHEDULER=True)
-    with LiveServer(app) as live:
-        yield live
-
-
-@pytest.fixture(scope="module")
-def browser():
-    assert Path(CHROMIUM).exists(), "Chromium is missing: run `make system-packages`"
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-class Participant:
-    """A participant's hands and eyes on the study page."""
-
-    def __init__(self, page: Page, shots: Path | None) -> None:
-        self.page = page
-        self.shots = shots
-        self.made: dict[str, int] = {}
-
-    def shot(self, name: str | None) -> None:
-        if self.shots is not None and name is not None:
-            self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
-
-    def step(self, name: str, timeout: float = 30_000) -> None:
-        self.page.wait_for_selector(f'[data-step="{name}"]', timeout=timeout)
-
-    def click(self, action: str) -> None:
-        self.page.click(f'[data-action="{action}"]:not([disabled])')
-
-    def rate(self, item: str, value: int) -> None:
-        self.page.click(f'[data-item="{item}"] .likert-point:nth-child({value}) .dot')
-
-    def reach_practice(self, ratings: dict[str, int], shots: bool = False) -> None:
-        """Consent, read the themes and rate them: every step before practice."""
-        self.step("consent")
-        self.shot("01-consent" if shots else None)
-        self.click("agree")
-        self.step("themes")
-        self.shot("02-themes" if shots else None)
-        self.click("continue")
-        self.step("preferences")
-        for theme, rating in ratings.items():
-            self.rate(theme, rating)
-        self.shot("03-preferences" if shots else None)
-        self.click("continue")
-        self.step("practice")
-
-    def drag_letter(self, letter: str) -> None:
-        self.page.locator(".tray").scroll_into_view_if_needed()
-        tile = self.page.locator(f'.tray .tile[data-letter="{letter}"]').bounding_box()
-        cookie = self.page.locator(".round-cookie").bounding_box()
-        assert tile and cookie
-        self.page.mouse.move(tile["x"] + tile["width"] / 2, tile["y"] + tile["height"] / 2)
-        self.page.mouse.down()
-        self.page.mouse.move(cookie["x"] + cookie["width"] / 2,
-                             cookie["y"] + cookie["height"] / 2, steps=4)
-        self.page.mouse.up()
-
-    def decorate(self, shot: str | None = None) -> None:
-        """Finish one cookie of whatever kind is on the station (a screenshot half-way)."""
-        if self.page.locator(".round-cookie").count():
-            letters = self.page.locator(".round-cookie").get_attribute("data-target")
-            moves = [lambda letter=letter: self.drag_letter(letter)
-                     for letter in letters.replace(" ", "")]
-        else:
-            moves = [box.click for box in self.page.locator(".box.guide").all()]
-        for number, move in enumerate(moves):
-            if shot and number == len(moves) // 2:
-                self.shot(shot)
-            move()
-
-    def play_round(self, step: str, cookies: int, shot: str | None = None) -> int:
-        """Start the next round, finish ``cookies`` cookies, wait for the round to close."""
-        self.step(step)
-        self.click("start-round")
-        self.page.wait_for_selector(".bakery .cookie")
-        round_id = self.page.locator(".bakery").get_attribute("data-round")
-        for number in range(1, cookies + 1):
-            self.decorate(shot if number == 1 else None)
-            self.wait_count(number)
-        self.page.wait_for_selector(f'.bakery[data-round="{round_id}"]', state="detached",
-                                    timeout=30_000)
-        return int(round_id)
-
-    def wait_count(self, number: int) -> None:
-        self.page.wait_for_function(
-            "(text) => (document.getElementById('my-count') || {}).textContent === text",
-            arg=f"Finished: {number}")
-
-    def questionnaire(self, step: str, shot: str | None,
-                      text: str = "The robot gave us each the cookies we did best.") -> None:
-        self.step(step)
-        for item in self.page.locator(".question-item").all():
-            if item.locator(".likert").count():
-                item.locator(".likert-point").nth(4).locator(".dot").click()
-            elif item.locator(".choice").count():
-                item.locator(".choice").first.click()
-            elif item.locator("input.number").count():
-                item.locator("input.number").fill("34")
-            else:
-                item.locator("textarea").fill(text)
-        self.shot(shot)
-        self.click("submit")
-
-
-def screenshot_directory(tmp_path: Path) -> Path:
-    directory = Path(os.environ.get("STUDY_SCREENSHOTS") or tmp_path / "shots")
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
 
 
 def script_errors(page: Page) -> list[str]:

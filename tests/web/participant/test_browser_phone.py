@@ -7,29 +7,14 @@ Set ``STUDY_SCREENSHOTS=docs/screenshots`` to refresh the phone screenshots.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page
-from test_browser_journey import Participant, browser, screenshot_directory, server  # noqa: F401
-from web_support import LiveServer
+from support.browser import PHONE, Participant, assert_fits, console_action, screenshot_directory
+from support.web import LiveServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-PHONE = {"width": 390, "height": 844}
-
-
-def assert_fits(page: Page, where: str) -> None:
-    """No horizontal overflow, and every scale, theme card and button inside the screen."""
-    width = page.evaluate("document.documentElement.scrollWidth")
-    inner = page.evaluate("innerWidth")
-    assert width <= inner, f"{where}: page is {width} px wide on a {inner} px screen"
-    outside = page.evaluate("""() => [...document.querySelectorAll(
-        '.likert, .theme, .button, .question-item, .station, .confirm-card')]
-        .filter((node) => node.offsetParent !== null)
-        .map((node) => node.getBoundingClientRect())
-        .filter((box) => box.left < -0.5 || box.right > innerWidth + 0.5).length""")
-    assert outside == 0, f"{where}: {outside} elements reach outside the screen"
 
 
 def assert_in_view(page: Page, selector: str, where: str) -> None:
@@ -66,18 +51,7 @@ class PhoneParticipant(Participant):
         return int(round_id)
 
 
-def console_action(live: LiveServer, page: Page, code: str, action: str, note: str) -> None:
-    """What the experimenter's console button sends (the console runs in demo mode here)."""
-    api = page.context.request
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"',
-                     api.get(f"{live.url}/console/").text()).group(1)
-    reply = api.post(f"{live.url}/console/participants/{code}",
-                     form={"action": action, "note": note, "csrf_token": csrf},
-                     headers={"Accept": "application/json"})
-    assert reply.ok, reply.text()
-
-
-def test_every_step_fits_a_phone(server: LiveServer, browser, tmp_path: Path):  # noqa: F811
+def test_every_step_fits_a_phone(server: LiveServer, browser, tmp_path: Path):
     page = browser.new_page(viewport=PHONE, device_scale_factor=2, has_touch=True)
     you = PhoneParticipant(page, screenshot_directory(tmp_path))
     page.goto(f"{server.url}/p/phone-1")
@@ -105,7 +79,7 @@ def test_every_step_fits_a_phone(server: LiveServer, browser, tmp_path: Path):  
     page.close()
 
 
-def test_holds_and_withdrawal_fit_a_phone(server: LiveServer, browser,  # noqa: F811
+def test_holds_and_withdrawal_fit_a_phone(server: LiveServer, browser,
                                           tmp_path: Path):
     page = browser.new_page(viewport=PHONE, device_scale_factor=2, has_touch=True)
     you = PhoneParticipant(page, screenshot_directory(tmp_path))

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
-from test_browser_journey import Participant, screenshot_directory
-from web_support import CHROMIUM, CHROMIUM_ARGS
+from support.browser import Participant, screenshot_directory
+from support.web import CHROMIUM, CHROMIUM_ARGS
 
 from study.bots.servers import ServeProcess, quick_protocol
 

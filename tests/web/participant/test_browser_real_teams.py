@@ -10,23 +10,19 @@ when they come back. Two people are on a desktop, one on a 390x844 phone; with
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
 
 import pytest
-from test_browser_human import stored
-from test_browser_journey import Participant, browser  # noqa: F401
-from web_support import LiveServer, make_app
+from support.browser import DESKTOP, PHONE, Participant, screenshot_directory, stored
+from support.web import LiveServer, make_app
 
 from study.protocol.loader import load_protocol
 from study.web.participant.agent_pool import PoolTeammates
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
 GRACE_SECONDS = 6
 
 
@@ -58,12 +54,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, protocol_file: Path):
     app = make_app(directory, teammates, time.time, protocol=protocol_file, SCHEDULER=True)
     with LiveServer(app) as live:
         yield live
-
-
-def shots_directory(tmp_path: Path) -> Path:
-    directory = Path(os.environ.get("STUDY_SCREENSHOTS") or tmp_path / "shots")
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
 
 
 def practise(person: Participant, url: str, code: str) -> None:
@@ -98,8 +88,8 @@ def play_team_round(people: list[Participant], shot: str | None = None,
 
 
 def test_three_people_play_one_robot_and_an_agent_takes_a_closed_tab(
-        server: LiveServer, browser, tmp_path: Path):  # noqa: F811
-    shots = shots_directory(tmp_path)
+        server: LiveServer, browser, tmp_path: Path):
+    shots = screenshot_directory(tmp_path)
     contexts = [browser.new_context(viewport=DESKTOP), browser.new_context(viewport=PHONE),
                 browser.new_context(viewport=DESKTOP)]
     ada, cy, bo = (Participant(context.new_page(), shots) for context in contexts)

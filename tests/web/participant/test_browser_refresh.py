@@ -22,9 +22,8 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Dialog, Page
-from test_browser_human import HumanHands
-from test_browser_journey import browser, screenshot_directory  # noqa: F401
-from web_support import DEMO
+from support.browser import HumanHands, screenshot_directory
+from support.web import DEMO
 
 from study.bots.human import Action, Human
 from study.bots.servers import ServeProcess, quick_protocol
@@ -211,7 +210,7 @@ def refresh_mid_cookie(you: Refresher, served: ServeProcess, prompts: Prompts, s
 
 @pytest.mark.parametrize("view", VIEWS)
 def test_a_refresh_mid_cookie_loses_nothing_and_back_stays_in_the_study(
-        served: ServeProcess, browser, view: str, tmp_path: Path):  # noqa: F811
+        served: ServeProcess, browser, view: str, tmp_path: Path):
     page = browser.new_page(viewport=VIEWS[view], has_touch=view == "phone")
     prompts = Prompts(page)
     you = Refresher(page, Human(pace=1.0, slip=0.1), seed=7, protocol=Path(served.protocol))

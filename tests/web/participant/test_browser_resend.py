@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import WebSocketRoute, sync_playwright
-from web_support import CHROMIUM, CHROMIUM_ARGS
+from support.web import CHROMIUM, CHROMIUM_ARGS
 
 from study.bots.servers import ServeProcess
 

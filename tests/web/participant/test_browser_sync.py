@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, WebSocketRoute, sync_playwright
-from test_browser_journey import Participant
-from web_support import CHROMIUM, CHROMIUM_ARGS
+from support.browser import Participant
+from support.web import CHROMIUM, CHROMIUM_ARGS
 
 from study.bots.servers import ServeProcess, quick_protocol
 

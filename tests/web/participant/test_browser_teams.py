@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_browser_human import HumanHands, stored
-from test_browser_journey import browser  # noqa: F401
-from web_support import LiveServer, make_app
+from support.browser import HumanHands, stored
+from support.web import LiveServer, make_app
 
 from study.bots.human import Human
 from study.protocol.loader import load_protocol
@@ -79,7 +78,7 @@ def practise(server: LiveServer, page, code: str, pace: float, ratings: dict[str
 
 
 def test_a_brisk_and_a_slow_person_both_land_in_the_target_team(
-        server: LiveServer, browser, protocol_file: Path):  # noqa: F811
+        server: LiveServer, browser, protocol_file: Path):
     for code, (pace, ratings) in PEOPLE.items():
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         practise(server, page, code, pace, ratings, protocol_file)

@@ -24,10 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from playwright.sync_api import Page
-from test_browser_human import HumanHands, stored
-from test_browser_journey import browser  # noqa: F401
-from test_browser_real_teams import DESKTOP, PHONE, shots_directory
-from web_support import LiveServer, make_app
+from support.browser import DESKTOP, PHONE, HumanHands, screenshot_directory, stored
+from support.web import LiveServer, make_app
 
 from study.bots.human import Human
 from study.pool.names import TEAM_TYPES
@@ -133,8 +131,8 @@ def console_lobby(page: Page, url: str, expected: str) -> str:
 
 
 def test_two_people_who_cannot_be_teamed_are_told_the_truth_and_seated_with_agents(
-        server: LiveServer, browser, protocol: Protocol, tmp_path: Path):  # noqa: F811
-    shots = shots_directory(tmp_path)
+        server: LiveServer, browser, protocol: Protocol, tmp_path: Path):
+    shots = screenshot_directory(tmp_path)
     texts = protocol.texts
     desktop, phone = browser.new_context(viewport=DESKTOP), browser.new_context(viewport=PHONE)
     pat, sam = (HumanHands(context.new_page(), Human(pace=1.0, slip=0.0), seed=seed,

@@ -17,11 +17,16 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page
-from test_browser_human import HumanHands, reach_the_teammate, stored
-from test_browser_journey import browser, screenshot_directory  # noqa: F401
-from test_browser_phone import PHONE, assert_fits
-from test_conditions import THREE
-from web_support import LiveServer, make_app
+from support.browser import (
+    PHONE,
+    HumanHands,
+    assert_fits,
+    reach_the_teammate,
+    screenshot_directory,
+    stored,
+)
+from support.protocols import THREE
+from support.web import LiveServer, make_app
 
 from study.bots.human import Human
 from study.protocol.loader import load_protocol
@@ -181,7 +186,7 @@ def assert_stored(server: LiveServer, code: str, chosen: dict) -> None:
                   pid)[0]["n"] == 0
 
 
-def test_three_robots_on_a_desktop_at_a_persons_pace(server: LiveServer, browser,  # noqa: F811
+def test_three_robots_on_a_desktop_at_a_persons_pace(server: LiveServer, browser,
                                                      tmp_path: Path):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     chosen = walk(server, page, "three-desk", False, screenshot_directory(tmp_path))
@@ -189,7 +194,7 @@ def test_three_robots_on_a_desktop_at_a_persons_pace(server: LiveServer, browser
     assert_stored(server, "three-desk", chosen)
 
 
-def test_three_robots_on_a_phone_at_a_persons_pace(server: LiveServer, browser,  # noqa: F811
+def test_three_robots_on_a_phone_at_a_persons_pace(server: LiveServer, browser,
                                                    tmp_path: Path):
     page = browser.new_page(viewport=PHONE, device_scale_factor=2, has_touch=True)
     chosen = walk(server, page, "three-phone", True, screenshot_directory(tmp_path))

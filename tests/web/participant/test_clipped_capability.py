@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from team_support import team_protocol
-from test_console import PASSWORD, logged_in
-from test_outcomes import details
-from test_real_teams import Person, journey, practise, rows
-from web_support import STUDY2, FakeClock, make_app
+from support.bonus import details
+from support.clipped import BRISK, TYPICAL, UNMATCHED_LINK, practise_at, study2_with
+from support.console import PASSWORD, logged_in
+from support.people import Person, practise
+from support.teams import team_protocol
+from support.web import FakeClock, journey, make_app, rows
 
 from analysis import flow
 from analysis.calibration import section as calibration_section
@@ -27,31 +28,13 @@ from analysis.load import load
 from analysis.report import prepare
 from analysis.teams import UNMATCHED_CLIPPED, attainment
 from study.bots import AckLog, Bot, StudyFacts, profile_for
-from study.bots.human import Human
 from study.bots.participant import _next_round
 from study.exports.bonus import export_bonuses
 from study.protocol.loader import load_protocol
 from study.web.console import views as console
 from study.web.participant.agent_pool import PoolTeammates
 
-BRISK, TYPICAL = 0.2, 1.0  # times the human model's times
-UNMATCHED_LINK = "https://app.prolific.com/submissions/complete?cc=CLIPPED1"
 ROUND_STEPS = ("practice", "session-1", "session-2")
-
-
-def study2_with(directory: Path, consequence: str) -> Path:
-    """The shipped study2 with ``clipped_capability = consequence``, open enrolment, a link
-    for the unmatched end and pay for it."""
-    text = STUDY2.read_text(encoding="utf-8")
-    assert 'clipped_capability = "unmatched"' in text
-    text = (text.replace('clipped_capability = "unmatched"',
-                         f'clipped_capability = "{consequence}"')
-            .replace("open_enrolment = false", "open_enrolment = true")
-            .replace("[bonus]\n", "[bonus]\nunmatched = 0.40\n"))
-    path = directory / f"study2-{consequence}.toml"
-    path.write_text(text + f'\n[recruitment.outcomes]\nunmatched = {{ url = "{UNMATCHED_LINK}", '
-                           f'code = "CLIPPED1" }}\n', encoding="utf-8")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -68,25 +51,6 @@ def study_app(directory: Path, pools: Path, consequence: str, clock: FakeClock) 
         console.init_app(app)
     app.extensions["console_pusher"].stop()
     return app
-
-
-def practise_at(app: Any, clock: FakeClock, person: Person, pace: float, seed: int) -> None:
-    """Consent, ratings and the four practice rounds at ``pace`` times the human model's
-    times: every element a ``progress`` message, every finished cookie a ``cookie``."""
-    rng = np.random.default_rng(seed)
-    person.submit("consent", {"agree": True})
-    person.submit("themes")
-    person.submit("preferences", {"ratings": {"ravens": 6, "steelers": 2}})
-    for number in range(1, 5):
-        current = person.send("start_round", {"round": number})["state"]["round"]
-        seconds = current["deadline"] - current["started_at"]
-        for action in Human(pace=pace).round_actions(current["target"], seconds, rng):
-            clock.now = current["started_at"] + action.at
-            event = "cookie" if action.finished else "progress"
-            assert person.send(event, {"round_id": current["id"],
-                                       "content": action.content})["ok"]
-        clock.now = current["deadline"]
-        journey(app).tick(clock.now)
 
 
 def clipped_flags(app: Any, code: str) -> list[int]:
@@ -164,7 +128,7 @@ def test_unmatched_a_clipped_person_never_enters_a_real_teams_lobby(tmp_path: Pa
 
 @pytest.fixture
 def teammates(tmp_path: Path) -> PoolTeammates:
-    from web_support import small_pool
+    from support.web import small_pool
 
     return small_pool(tmp_path / "pools")
 

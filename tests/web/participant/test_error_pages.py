@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
-from test_browser_journey import screenshot_directory
-from test_browser_phone import assert_fits
-from web_support import CHROMIUM, CHROMIUM_ARGS, LiveServer, make_app
+from support.browser import assert_fits, screenshot_directory
+from support.web import CHROMIUM, CHROMIUM_ARGS, LiveServer, make_app
 from werkzeug.exceptions import ServiceUnavailable
 
 from study.protocol.loader import load_protocol

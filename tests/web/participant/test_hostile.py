@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import pytest
-from web_support import DEMO, msg, page_socket
+from support.web import DEMO, msg, page_socket
 
 from study.storage.database import REJECTION_PAYLOAD_BYTES, REJECTIONS_KEPT
 from study.web.participant.sockets import PRE_JOIN_LIMIT, REFUSAL_LIMIT

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from web_support import DEMO, FakeClock
+from support.web import DEMO, FakeClock
 
 from study.protocol.loader import load_protocol
 from study.storage.database import Storage

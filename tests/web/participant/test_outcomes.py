@@ -4,15 +4,14 @@ ends those journeys recorded (docs/recruitment.md)."""
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from pathlib import Path
 from typing import Any
 
-from team_support import team_protocol
-from test_real_teams import Person, journey, practise, rows, tick_until, to_session
-from web_support import DEMO, FakeClock, make_app
+from support.bonus import details
+from support.people import Person, practise, tick_until, to_session
+from support.teams import team_protocol
+from support.web import DEMO, FakeClock, journey, make_app, rows
 
 from study.exports.bonus import export_bonuses
 from study.protocol.recruitment import OUTCOMES
@@ -110,13 +109,6 @@ def enrolled(app: Any, code: str) -> Person:
 
 def prolific_id(code: str) -> str:
     return code.encode().hex().ljust(24, "0")[:24]
-
-
-def details(out: Path) -> list[tuple[str, str, float]]:
-    """(code, reason, amount) of every line of bonus-details.csv."""
-    text = (out / "bonus-details.csv").read_bytes().decode()
-    return [(row["code"], row["reason"], float(row["amount"]))
-            for row in csv.DictReader(io.StringIO(text, newline=""))]
 
 
 def waits(app: Any) -> dict[str, float]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from human_journeys import PROTOCOLS, HumanJourneys
+from support.human_journeys import PROTOCOLS, HumanJourneys
 
 from study.bots.human import Human
 from study.pool import Pool, PoolSpec, ensure_pool

@@ -9,31 +9,17 @@ first until the experimenter releases it or it has been idle.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
-from web_support import DEMO, make_app, msg, page_socket
+from support.recruitment import COMPLETE, RETURN, code_of, pid, recruitment_protocol
+from support.web import DEMO, make_app, msg, page_socket
 
 from study.web.console import balance
 
-COMPLETE = "https://app.prolific.com/submissions/complete?cc=C0MPL3TE"
-RETURN = "https://app.prolific.com/submissions/complete?cc=RETURNED"
 PASSWORD = "let-me-in"
-
-
-def recruitment_protocol(out: Path, open_enrolment: bool = False) -> Path:
-    """The demo protocol as a Prolific study: ids, completion and return addresses."""
-    text = DEMO.read_text().replace(
-        "open_enrolment = true", "\n".join([
-            f"open_enrolment = {str(open_enrolment).lower()}", 'id_parameter = "PROLIFIC_PID"',
-            f'completion_url = "{COMPLETE}"', f'return_url = "{RETURN}"',
-            "unconsented_expiry_minutes = 30", "binding_idle_minutes = 20"]), 1)
-    out.write_text(text)
-    return out
 
 
 @pytest.fixture
@@ -43,11 +29,6 @@ def app(tmp_path, teammates, clock, monkeypatch):
                     protocol=recruitment_protocol(tmp_path / "prolific.toml"))
 
 
-def pid(name: str) -> str:
-    """A Prolific participant id (24 hexadecimal digits) standing for ``name``."""
-    return hashlib.sha256(name.encode()).hexdigest()[:24]
-
-
 def start(name: str) -> str:
     """The start link's query of the participant ``name`` on Prolific."""
     return f"PROLIFIC_PID={pid(name)}"
@@ -55,10 +36,6 @@ def start(name: str) -> str:
 
 def participants(app: Any) -> list[dict[str, Any]]:
     return app.extensions["study"].storage.all("SELECT * FROM participants ORDER BY id")
-
-
-def code_of(reply: Any) -> str:
-    return re.search(r"/p/([^/?#]+)", reply.headers["Location"]).group(1)
 
 
 def consent(app: Any, code: str, agree: bool = True) -> dict[str, Any]:
@@ -340,7 +317,7 @@ def logged_in(app: Any) -> Any:
 def test_a_withdrawal_leaves_no_trace_in_the_database_or_its_wal(app, clock):
     """The withdrawn participant's free-text answer and recruitment id are in neither the
     database file nor its write-ahead log (secure_delete, then a TRUNCATE checkpoint)."""
-    from test_withdrawal import SECRET_ANSWER, mid_second_session
+    from support.withdrawal import SECRET_ANSWER, mid_second_session
 
     study = app.extensions["study"]
     study.enrol("leaver-01")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
-from test_recruitment import RETURN, pid
-from web_support import CHROMIUM, CHROMIUM_ARGS, DEMO
+from support.recruitment import RETURN, pid
+from support.web import CHROMIUM, CHROMIUM_ARGS, DEMO
 
 from study.bots.servers import ServeProcess
 from study.web.participant.steps import declined_mark

@@ -7,8 +7,8 @@ import hashlib
 from typing import Any
 
 import pytest
-from test_recruitment import code_of, pid, recruitment_protocol
-from web_support import make_app, msg, page_socket
+from support.recruitment import code_of, pid, recruitment_protocol
+from support.web import make_app, msg, page_socket
 
 RECRUITMENT_ID = pid("declines")
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from team_support import team_protocol
-from test_real_teams import Person, practise, running, to_session
-from test_web_journey import Browser, through_preferences
-from web_support import FakeClock, make_app, page_socket
+from support.journey import Browser, through_preferences
+from support.people import Person, practise, running, to_session
+from support.teams import team_protocol
+from support.web import FakeClock, make_app, page_socket
 
 
 def placed(browser: Browser, round_state: dict[str, Any], content: Any) -> None:

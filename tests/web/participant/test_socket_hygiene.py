@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from web_support import FakeClock, make_app, msg, page_socket
+from support.web import FakeClock, make_app, msg, page_socket
 
 from study.web.participant.sockets import PRE_JOIN_LIMIT, REFUSAL_LIMIT
 

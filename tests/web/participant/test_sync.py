@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from web_support import msg, page_socket
+from support.web import msg, page_socket
 
 from study.web.console.holds import apply_action
 from study.web.participant.admission import BURST

@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
-from team_support import team_protocol
-from test_real_teams import Person, practise, rows, teammates3, tick_until  # noqa: F401
-from web_support import FakeClock, make_app
+from support.people import Person, practise, tick_until
+from support.teams import team_protocol
+from support.web import FakeClock, make_app, rows
 
 from study.protocol.loader import ProtocolError, load_protocol
 
@@ -47,7 +47,7 @@ def test_by_traits_the_lobby_counts_only_who_fits_and_tells_the_others_apart(
 
 
 def test_by_arrival_everyone_waiting_counts_and_nobody_is_apart(
-        tmp_path, teammates3):  # noqa: F811
+        tmp_path, teammates3):
     clock = FakeClock()
     app = make_app(tmp_path, teammates3, clock, team_protocol(tmp_path, seats=3))
     ada, bo = Person(app, "ada-1"), Person(app, "bo-2")
@@ -60,7 +60,7 @@ def test_by_arrival_everyone_waiting_counts_and_nobody_is_apart(
 
 
 def test_a_person_who_leaves_the_lobby_changes_what_the_others_read(
-        tmp_path, teammates3):  # noqa: F811
+        tmp_path, teammates3):
     clock = FakeClock()
     app = make_app(tmp_path, teammates3, clock, team_protocol(tmp_path, seats=3))
     ada, bo = Person(app, "ada-1"), Person(app, "bo-2")
@@ -94,7 +94,7 @@ def test_the_team_page_says_whether_the_seats_are_people_or_agents(tmp_path, tea
 
 
 def test_two_people_with_a_declared_agent_read_the_page_of_people_and_agents(
-        tmp_path, teammates3):  # noqa: F811
+        tmp_path, teammates3):
     clock = FakeClock()
     protocol_file = team_protocol(tmp_path, seats=3, agents=1)
     app = make_app(tmp_path, teammates3, clock, protocol_file)

@@ -12,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from test_conditions import THREE, four_robots
-from web_support import FakeClock, LiveServer, make_app, small_pool
+from support.protocols import THREE, four_robots
+from support.web import FakeClock, LiveServer, make_app, small_pool
 
 from study.bots import BEHAVIOURS, Profile, StudyFacts, bot_codes, run_swarm
 from study.bots.servers import quick_protocol

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from team_support import TEAM
-from test_conditions import THREE
-from test_real_teams import Person, journey, play_round, practise, rows, running, to_session
-from web_support import FakeClock, make_app, small_pool
+from support.people import Person, play_round, practise, running, to_session
+from support.protocols import THREE
+from support.teams import TEAM
+from support.web import FakeClock, journey, make_app, rows, small_pool
 
 from study.protocol.orders import counterbalanced
 

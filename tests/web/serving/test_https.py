@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 from playwright.sync_api import Browser, sync_playwright
-from web_support import CHROMIUM, CHROMIUM_ARGS
+from support.web import CHROMIUM, CHROMIUM_ARGS
 
 from study.bots.servers import ServeProcess, free_port
 from study.cli import main

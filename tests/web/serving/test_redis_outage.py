@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 import requests
-from server_support import query, swarm_in_background, wait_for_open_rounds
+from support.servers import query, swarm_in_background, wait_for_open_rounds
 
 from study.bots.audit import missing_acknowledged
 from study.bots.servers import ServeProcess, free_port, quick_protocol

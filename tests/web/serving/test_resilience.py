@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from server_support import BEHAVIOUR_MIX, open_rounds, query, wait_for_open_rounds
+from support.servers import BEHAVIOUR_MIX, open_rounds, query, wait_for_open_rounds
 
 from study.bots import (
     Profile,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from web_support import DEMO, FakeClock, LiveServer, page_socket
+from support.web import DEMO, FakeClock, LiveServer, page_socket
 
 from study.bots.client import AckLog, Connection, _Lost
 from study.protocol.loader import load_protocol

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from server_support import query
+from support.servers import query
 
 from study.bots import BEHAVIOURS, Profile, StudyFacts, SwarmResult, bot_codes, run_swarm
 from study.bots.servers import ServeProcess, quick_protocol

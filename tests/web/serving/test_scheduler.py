@@ -3,7 +3,7 @@ downtime, driven through the journey with an injected clock."""
 
 from __future__ import annotations
 
-from web_support import FakeClock, make_app, msg
+from support.web import FakeClock, make_app, msg
 
 
 def at_practice(journey, code: str) -> None:

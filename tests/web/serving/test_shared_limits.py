@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 import socketio
-from web_support import DEMO, FakeClock
+from support.web import DEMO, FakeClock
 
 from study.bots.servers import ServeProcess, free_port, quick_protocol
 from study.web.participant.admission import BURST, PROGRESS_BURST, RATE, Admission

@@ -12,9 +12,8 @@ import os
 import signal
 
 import pytest
-from server_support import query, swarm_in_background, wait_for_open_rounds
-from team_support import team_protocol
-from test_workers import lease_holder
+from support.servers import lease_holder, query, swarm_in_background, wait_for_open_rounds
+from support.teams import team_protocol
 
 from study.bots.audit import missing_acknowledged
 from study.bots.servers import ServeProcess, quick_protocol

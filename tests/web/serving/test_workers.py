@@ -14,19 +14,13 @@ import signal
 from pathlib import Path
 
 import pytest
-from server_support import query, swarm_in_background, wait_for_open_rounds
+from support.servers import lease_holder, query, swarm_in_background, wait_for_open_rounds
 
 from study.bots.audit import missing_acknowledged
 from study.bots.servers import ServeProcess, quick_protocol
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
-
-
-def lease_holder(db: Path) -> tuple[str, int]:
-    [row] = query(db, "SELECT l.holder, p.pid FROM leases l JOIN processes p ON "
-                      "p.id = l.holder")
-    return row["holder"], row["pid"]
 
 
 def test_killing_the_scheduling_worker_loses_nothing(tmp_path):

@@ -1,4 +1,5 @@
-"""Shared parts of the web tests: a controllable clock, a small real pool, a real app."""
+"""Shared parts of the web tests: a controllable clock, a small real pool, a real app and
+the journey behind it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from study.pool import Pool, PoolSpec, ensure_pool
 from study.web import create_app
 from study.web.participant.agent_pool import PoolTeammates
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "protocols" / "demo.toml"
 STUDY2 = ROOT / "protocols" / "study2.toml"
 START = 1_750_000_000.0
@@ -98,3 +99,12 @@ class LiveServer:
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
+
+
+def journey(app: Any) -> Any:
+    """The study behind ``app``: its journey, storage, protocol and clock ticks."""
+    return app.extensions["study"]
+
+
+def rows(app: Any, sql: str, *params: Any) -> list[dict[str, Any]]:
+    return journey(app).storage.all(sql, params)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from web_support import DEMO
+from support.web import DEMO
 
 TEAM = """
 [team]

@@ -33,7 +33,7 @@ from study.storage.database import Storage
 from study.web.participant.agent_pool import PoolTeammates
 from study.web.participant.journey import Journey
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = ROOT / "protocols"
 START = 1_750_000_000.0
 _ids = itertools.count()

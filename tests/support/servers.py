@@ -79,3 +79,9 @@ def swarm_in_background(url: str, protocol: Path, prefix: str, max_seconds: floa
         url, codes, profiles, facts=facts, max_seconds=max_seconds, patience=patience)))
     thread.start()
     return BackgroundSwarm(thread, codes, results)
+
+
+def lease_holder(db: Path) -> tuple[str, int]:
+    [row] = query(db, "SELECT l.holder, p.pid FROM leases l JOIN processes p ON "
+                      "p.id = l.holder")
+    return row["holder"], row["pid"]

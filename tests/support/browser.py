@@ -1,0 +1,219 @@
+"""A participant's hands and eyes in real Chromium, and what the browser tests check on a page."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from playwright.sync_api import Page
+
+from study.bots.human import Human
+from study.protocol.loader import load_protocol
+from study.task.cookies import target
+from support.web import DEMO, LiveServer
+
+DEADLINE_MARGIN = 0.3  # seconds before the deadline a person's last move would arrive late
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
+
+
+class Participant:
+    """A participant's hands and eyes on the study page."""
+
+    def __init__(self, page: Page, shots: Path | None) -> None:
+        self.page = page
+        self.shots = shots
+        self.made: dict[str, int] = {}
+
+    def shot(self, name: str | None) -> None:
+        if self.shots is not None and name is not None:
+            self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+
+    def step(self, name: str, timeout: float = 30_000) -> None:
+        self.page.wait_for_selector(f'[data-step="{name}"]', timeout=timeout)
+
+    def click(self, action: str) -> None:
+        self.page.click(f'[data-action="{action}"]:not([disabled])')
+
+    def rate(self, item: str, value: int) -> None:
+        self.page.click(f'[data-item="{item}"] .likert-point:nth-child({value}) .dot')
+
+    def reach_practice(self, ratings: dict[str, int], shots: bool = False) -> None:
+        """Consent, read the themes and rate them: every step before practice."""
+        self.step("consent")
+        self.shot("01-consent" if shots else None)
+        self.click("agree")
+        self.step("themes")
+        self.shot("02-themes" if shots else None)
+        self.click("continue")
+        self.step("preferences")
+        for theme, rating in ratings.items():
+            self.rate(theme, rating)
+        self.shot("03-preferences" if shots else None)
+        self.click("continue")
+        self.step("practice")
+
+    def drag_letter(self, letter: str) -> None:
+        self.page.locator(".tray").scroll_into_view_if_needed()
+        tile = self.page.locator(f'.tray .tile[data-letter="{letter}"]').bounding_box()
+        cookie = self.page.locator(".round-cookie").bounding_box()
+        assert tile and cookie
+        self.page.mouse.move(tile["x"] + tile["width"] / 2, tile["y"] + tile["height"] / 2)
+        self.page.mouse.down()
+        self.page.mouse.move(cookie["x"] + cookie["width"] / 2,
+                             cookie["y"] + cookie["height"] / 2, steps=4)
+        self.page.mouse.up()
+
+    def decorate(self, shot: str | None = None) -> None:
+        """Finish one cookie of whatever kind is on the station (a screenshot half-way)."""
+        if self.page.locator(".round-cookie").count():
+            letters = self.page.locator(".round-cookie").get_attribute("data-target")
+            moves = [lambda letter=letter: self.drag_letter(letter)
+                     for letter in letters.replace(" ", "")]
+        else:
+            moves = [box.click for box in self.page.locator(".box.guide").all()]
+        for number, move in enumerate(moves):
+            if shot and number == len(moves) // 2:
+                self.shot(shot)
+            move()
+
+    def play_round(self, step: str, cookies: int, shot: str | None = None) -> int:
+        """Start the next round, finish ``cookies`` cookies, wait for the round to close."""
+        self.step(step)
+        self.click("start-round")
+        self.page.wait_for_selector(".bakery .cookie")
+        round_id = self.page.locator(".bakery").get_attribute("data-round")
+        for number in range(1, cookies + 1):
+            self.decorate(shot if number == 1 else None)
+            self.wait_count(number)
+        self.page.wait_for_selector(f'.bakery[data-round="{round_id}"]', state="detached",
+                                    timeout=30_000)
+        return int(round_id)
+
+    def wait_count(self, number: int) -> None:
+        self.page.wait_for_function(
+            "(text) => (document.getElementById('my-count') || {}).textContent === text",
+            arg=f"Finished: {number}")
+
+    def questionnaire(self, step: str, shot: str | None,
+                      text: str = "The robot gave us each the cookies we did best.") -> None:
+        self.step(step)
+        for item in self.page.locator(".question-item").all():
+            if item.locator(".likert").count():
+                item.locator(".likert-point").nth(4).locator(".dot").click()
+            elif item.locator(".choice").count():
+                item.locator(".choice").first.click()
+            elif item.locator("input.number").count():
+                item.locator("input.number").fill("34")
+            else:
+                item.locator("textarea").fill(text)
+        self.shot(shot)
+        self.click("submit")
+
+
+def screenshot_directory(tmp_path: Path) -> Path:
+    directory = Path(os.environ.get("STUDY_SCREENSHOTS") or tmp_path / "shots")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+class HumanHands(Participant):
+    """A participant whose every move is timed by the human model."""
+
+    def __init__(self, page: Page, human: Human, seed: int, protocol: Path = DEMO) -> None:
+        super().__init__(page, None)
+        self.human = human
+        self.rng = np.random.default_rng(seed)
+        self.protocol = load_protocol(protocol)
+        self.themes: tuple[str, ...] | None = None  # as assigned after the ratings
+
+    def play_human_round(self, step: str, margin: float = DEADLINE_MARGIN) -> int:
+        """Start the next round, decorate at the model's pace until just before the
+        deadline, wait for the server to close the round."""
+        self.step(step)
+        self.click("start-round")
+        return self.decorate_running_round(margin)
+
+    def decorate_running_round(self, margin: float = DEADLINE_MARGIN) -> int:
+        """Decorate the round on the station at the model's pace until ``margin`` s before
+        its deadline (a real team's rounds are started by the server), wait for it to
+        close."""
+        self.page.wait_for_selector(".bakery .cookie", timeout=60_000)
+        started = time.time()
+        bakery = self.page.locator(".bakery")
+        round_id, deadline = bakery.get_attribute("data-round"), float(
+            bakery.get_attribute("data-deadline"))
+        letters = self.page.locator(".round-cookie").count() > 0
+        task_type = 1 if letters else 0
+        cookie = target(self.protocol, task_type,
+                        self.themes[task_type] if self.themes else None)
+        previous: Any = "" if letters else []
+        for action in self.human.round_actions(cookie, deadline - started, self.rng):
+            time.sleep(max(0.0, started + action.at - time.time()))
+            if time.time() >= deadline - margin:
+                break
+            if letters:
+                self.letters_move(previous, action.content)
+            else:
+                self.squares_move(previous, action.content)
+            previous = ("" if letters else []) if action.finished else action.content
+        self.page.wait_for_selector(f'.bakery[data-round="{round_id}"]', state="detached",
+                                    timeout=30_000)
+        return int(round_id)
+
+    def letters_move(self, before: str, after: str) -> None:
+        if not before:
+            self.page.wait_for_selector(".slot.filled", state="detached")
+        if len(after) > len(before):
+            self.drag_letter(after[-1])
+        else:
+            self.page.locator(".slot").nth(len(after)).click()
+
+    def squares_move(self, before: list[int], after: list[int]) -> None:
+        if not before:
+            self.page.wait_for_selector(".box.iced", state="detached")
+        [cell] = set(after) ^ set(before)
+        self.page.click(f'.box[data-cell="{cell}"]')
+
+
+def reach_the_teammate(you: HumanHands, page: Page, url: str, code: str) -> list[int]:
+    page.goto(f"{url}/p/{code}")
+    you.reach_practice({"ravens": 6, "steelers": 2})
+    return [you.play_human_round("practice") for _ in range(4)]
+
+
+def stored(server: LiveServer, sql: str, *params: Any) -> list[sqlite3.Row]:
+    db = sqlite3.connect(server.app.extensions["study"].storage.path)
+    db.row_factory = sqlite3.Row
+    return db.execute(sql, params).fetchall()
+
+
+def assert_fits(page: Page, where: str) -> None:
+    """No horizontal overflow, and every scale, theme card and button inside the screen."""
+    width = page.evaluate("document.documentElement.scrollWidth")
+    inner = page.evaluate("innerWidth")
+    assert width <= inner, f"{where}: page is {width} px wide on a {inner} px screen"
+    outside = page.evaluate("""() => [...document.querySelectorAll(
+        '.likert, .theme, .button, .question-item, .station, .confirm-card')]
+        .filter((node) => node.offsetParent !== null)
+        .map((node) => node.getBoundingClientRect())
+        .filter((box) => box.left < -0.5 || box.right > innerWidth + 0.5).length""")
+    assert outside == 0, f"{where}: {outside} elements reach outside the screen"
+
+
+def console_action(live: LiveServer, page: Page, code: str, action: str, note: str) -> None:
+    """What the experimenter's console button sends (the console runs in demo mode here)."""
+    api = page.context.request
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"',
+                     api.get(f"{live.url}/console/").text()).group(1)
+    reply = api.post(f"{live.url}/console/participants/{code}",
+                     form={"action": action, "note": note, "csrf_token": csrf},
+                     headers={"Accept": "application/json"})
+    assert reply.ok, reply.text()
+
+

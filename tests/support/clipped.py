@@ -1,0 +1,50 @@
+"""People quicker than the reference speeds leave room for, and the shipped study2 with a
+consequence declared for a clipped capability."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from study.bots.human import Human
+from support.people import Person
+from support.web import STUDY2, FakeClock, journey
+
+BRISK, TYPICAL = 0.2, 1.0  # times the human model's times
+UNMATCHED_LINK = "https://app.prolific.com/submissions/complete?cc=CLIPPED1"
+
+
+def study2_with(directory: Path, consequence: str) -> Path:
+    """The shipped study2 with ``clipped_capability = consequence``, open enrolment, a link
+    for the unmatched end and pay for it."""
+    text = STUDY2.read_text(encoding="utf-8")
+    assert 'clipped_capability = "unmatched"' in text
+    text = (text.replace('clipped_capability = "unmatched"',
+                         f'clipped_capability = "{consequence}"')
+            .replace("open_enrolment = false", "open_enrolment = true")
+            .replace("[bonus]\n", "[bonus]\nunmatched = 0.40\n"))
+    path = directory / f"study2-{consequence}.toml"
+    path.write_text(text + f'\n[recruitment.outcomes]\nunmatched = {{ url = "{UNMATCHED_LINK}", '
+                           f'code = "CLIPPED1" }}\n', encoding="utf-8")
+    return path
+
+
+def practise_at(app: Any, clock: FakeClock, person: Person, pace: float, seed: int) -> None:
+    """Consent, ratings and the four practice rounds at ``pace`` times the human model's
+    times: every element a ``progress`` message, every finished cookie a ``cookie``."""
+    rng = np.random.default_rng(seed)
+    person.submit("consent", {"agree": True})
+    person.submit("themes")
+    person.submit("preferences", {"ratings": {"ravens": 6, "steelers": 2}})
+    for number in range(1, 5):
+        current = person.send("start_round", {"round": number})["state"]["round"]
+        seconds = current["deadline"] - current["started_at"]
+        for action in Human(pace=pace).round_actions(current["target"], seconds, rng):
+            clock.now = current["started_at"] + action.at
+            event = "cookie" if action.finished else "progress"
+            assert person.send(event, {"round_id": current["id"],
+                                       "content": action.content})["ok"]
+        clock.now = current["deadline"]
+        journey(app).tick(clock.now)
