@@ -42,7 +42,7 @@ from study.task.cookies import target
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = ("demo", "study1", "study2", "teams2", "teams3")
-# The population test's paces (tests/human_journeys.py), six rating patterns each.
+# The population test's paces (tests/support/human_journeys.py), six rating patterns each.
 PACES = (0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5)
 PATTERNS = 6
 CLIPPED_SHARE = 0.05

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import redis
-import support.human_journeys
-import support.web
 from support.web import FakeClock, make_app, small_pool
 
 from study.bots.servers import free_port
-
-# Four modules edited elsewhere (test_teams_by_design, test_calibrate, test_human_model,
-# test_storage) still import these by their names before tests/support/; the old names
-# stand for the new modules until those imports read ``support.web`` and
-# ``support.human_journeys``, then these two lines go.
-sys.modules.setdefault("web_support", support.web)
-sys.modules.setdefault("human_journeys", support.human_journeys)
 
 
 @pytest.fixture(scope="module")

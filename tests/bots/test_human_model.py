@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from web_support import LiveServer
+from support.web import LiveServer
 
 from study.bots import StudyFacts, profile_for, run_swarm
 from study.bots.human import (

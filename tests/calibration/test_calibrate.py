@@ -2,7 +2,7 @@
 like them inside the target ranges, and every refusal (docs/pilot-to-study.md).
 
 Pilots run simulated people (``study.bots.human``) through the real journey code
-(``tests/human_journeys.py``) on study2-paper (the paper's ranges), with a small pool of its
+(``tests/support/human_journeys.py``) on study2-paper (the paper's ranges), with a small pool of its
 teams; new people are then measured under the calibrated protocol the same way.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from human_journeys import PROTOCOLS, HumanJourneys
-from web_support import FakeClock, make_app
+from support.human_journeys import PROTOCOLS, HumanJourneys
+from support.web import FakeClock, make_app
 
 from study.bots.human import DESKTOP, Human, Layout
 from study.calibration.pilot import MIN_PARTICIPANTS, reference_speed

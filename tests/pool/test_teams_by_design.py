@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from human_journeys import PACES, RATING_PATTERNS, HumanJourneys, population
+from support.human_journeys import PACES, RATING_PATTERNS, HumanJourneys, population
 
 from study.cli import main as study_main
 from study.pool import Pool, PoolSpec, build_pool
@@ -328,7 +328,7 @@ def test_the_formation_table_command_prints_the_table(tmp_path):
     import sys
 
     shutil.copy(PROTOCOLS / "demo.toml", tmp_path / "demo.toml")
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "human_journeys.py"),
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "human_journeys.py"),
                           "--formation", str(tmp_path / "demo.toml"), "--participants", "42",
                           "--pools", str(tmp_path / "pools")], capture_output=True, text=True,
                          check=True).stdout

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from web_support import make_app
+from support.web import make_app
 
 from study.exports.bonus import RECORD_SCHEMA as BONUS_SCHEMA
 from study.storage.database import SCHEMA, SERVER_SCHEMA, TEAM_SCHEMA, Storage

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page
 
 from study.bots.human import Human
@@ -157,10 +158,15 @@ class HumanHands(Participant):
             time.sleep(max(0.0, started + action.at - time.time()))
             if time.time() >= deadline - margin:
                 break
-            if letters:
-                self.letters_move(previous, action.content)
-            else:
-                self.squares_move(previous, action.content)
+            try:
+                if letters:
+                    self.letters_move(previous, action.content)
+                else:
+                    self.squares_move(previous, action.content)
+            except PlaywrightError:
+                if self.page.locator(f'.bakery[data-round="{round_id}"]').count():
+                    raise
+                break  # on a busy machine the round closed under the person's hand, as it may
             previous = ("" if letters else []) if action.finished else action.content
         self.page.wait_for_selector(f'.bakery[data-round="{round_id}"]', state="detached",
                                     timeout=30_000)

@@ -6,7 +6,7 @@ rounds: every element placed is a ``progress`` message and every finished cookie
 clock; ``tick`` closes the rounds. The team is then formed as in a live study, so the
 measured coefficients and both robots' plans are the ones a real run would store.
 
-    .venv/bin/python tests/human_journeys.py [--participants 400] [--seed 1]
+    .venv/bin/python tests/support/human_journeys.py [--participants 400] [--seed 1]
 
 prints, per shipped protocol, how often the two robots' plans (and goals) differ, the
 share of measured coefficients in the ranges its pool samples and the share clipped
