@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 OPTIONAL = [req for group in PROJECT["project"]["optional-dependencies"].values() for req in group]
 LOCAL = {"study", "analysis", "benchmarks", "tests"} | {
-    path.stem for folder in ("tests", "benchmarks") for path in (ROOT / folder).rglob("*.py")}
+    path.stem for folder in ("tests", "benchmarks") for path in (ROOT / folder).rglob("*.py")} | {
+    path.parent.name for path in (ROOT / "tests").rglob("__init__.py")}
 
 
 def normalised(name: str) -> str:
