@@ -15,14 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from support.analysis import InProcessBot, Tables, make_database, table
-from support.web import DEMO, FakeClock, make_app
+from support.analysis import Tables, make_database, run_study, table
+from support.web import DEMO
 
 from analysis import cli, teams
-from study.bots import AckLog, Bot, StudyFacts
-from study.bots.participant import BEHAVIOURS, Profile
-from study.protocol.loader import load_protocol
-from study.web.participant.agent_pool import PoolTeammates
 
 # (capabilities, preferences) per participant: preferences against capabilities can make
 # the most capable human of a Mixed team, preferences with them cannot (off target); the
@@ -55,23 +51,6 @@ def protocol_copy(directory: Path, unplaced: str, exclude: list[str]) -> Path:
     return path
 
 
-def run_study(directory: Path, protocol: Path) -> Path:
-    """Every profile through the journey; the database the study wrote."""
-    loaded = load_protocol(protocol)
-    clock = FakeClock()
-    app = make_app(directory, PoolTeammates.for_protocol(loaded, directory / "pools"), clock,
-                   protocol=protocol)
-    journey = app.extensions["study"]
-    facts = StudyFacts.from_protocol(loaded)
-    for index, (capabilities, preferences) in enumerate(PROFILES):
-        code = journey.enrol()["code"]
-        profile = Profile(capabilities, preferences, BEHAVIOURS["fast"], seed=index)
-        InProcessBot(journey, clock, code, Bot("http://in-process", code, profile, AckLog(),
-                                               facts=facts)).run()
-    journey.storage.close()
-    return directory / "study.sqlite"
-
-
 def report(database: Path, out: Path, protocol: Path | None = None) -> tuple[Tables, str]:
     extra = ["--protocol", str(protocol)] if protocol else []
     assert cli.main(["report", str(database), "--out", str(out), *extra]) == 0
@@ -95,7 +74,8 @@ def off_target(tmp_path_factory):
     """A study that lets the unplaced continue, its report with every participant and its
     report under ``exclude = ["aborted", "not-target-team"]`` (the protocol's own)."""
     root = tmp_path_factory.mktemp("teams")
-    database = run_study(root, protocol_copy(root, "continue", ["aborted", "not-target-team"]))
+    database = run_study(root, PROFILES,
+                         protocol_copy(root, "continue", ["aborted", "not-target-team"]))
     everyone = report(database, root / "everyone", protocol_copy(root, "continue", ["aborted"]))
     excluded = report(database, root / "excluded")
     return database, root, everyone, excluded
@@ -104,7 +84,7 @@ def off_target(tmp_path_factory):
 @pytest.fixture(scope="module")
 def unmatched(tmp_path_factory):
     root = tmp_path_factory.mktemp("unmatched")
-    database = run_study(root, protocol_copy(root, "unmatched", ["aborted"]))
+    database = run_study(root, PROFILES, protocol_copy(root, "unmatched", ["aborted"]))
     return database, report(database, root / "out")
 
 

@@ -9,14 +9,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from support.analysis import InProcessBot, Tables, table
-from support.web import DEMO, FakeClock, make_app
+from support.analysis import Tables, run_study, table
+from support.web import DEMO
 
 from analysis import cli, teams, ties
-from study.bots import AckLog, Bot, StudyFacts
-from study.bots.participant import BEHAVIOURS, Profile
 from study.protocol.loader import load_protocol
-from study.web.participant.agent_pool import PoolTeammates
 
 # (capabilities, preferences): the last three rate both themes equally.
 PROFILES = (((0.3, 0.95), (0.9, 0.1)), ((0.3, 0.95), (0.1, 0.9)), ((0.2, 0.15), (0.17, 0.99)),
@@ -96,23 +93,6 @@ def protocol_copy(directory: Path, rule: str) -> Path:
     return path
 
 
-def run_study(directory: Path, protocol: Path) -> Path:
-    """Every profile through the journey in-process; the database the study wrote."""
-    loaded = load_protocol(protocol)
-    clock = FakeClock()
-    app = make_app(directory, PoolTeammates.for_protocol(loaded, directory / "pools"), clock,
-                   protocol=protocol)
-    journey = app.extensions["study"]
-    facts = StudyFacts.from_protocol(loaded)
-    for index, (capabilities, preferences) in enumerate(PROFILES):
-        code = journey.enrol()["code"]
-        profile = Profile(capabilities, preferences, BEHAVIOURS["fast"], seed=index)
-        InProcessBot(journey, clock, code, Bot("http://in-process", code, profile, AckLog(),
-                                               facts=facts)).run()
-    journey.storage.close()
-    return directory / "study.sqlite"
-
-
 def report(database: Path, out: Path) -> tuple[Tables, str]:
     assert cli.main(["report", str(database), "--out", str(out)]) == 0
     page = (out / "report.html").read_text()
@@ -135,7 +115,7 @@ def tied_in_sql(database: Path, where: str = "") -> int:
 @pytest.fixture(scope="module")
 def lowest_index(tmp_path_factory):
     root = tmp_path_factory.mktemp("ties")
-    database = run_study(root, protocol_copy(root, "lowest-index"))
+    database = run_study(root, PROFILES, protocol_copy(root, "lowest-index"))
     return database, report(database, root / "out")
 
 
@@ -162,7 +142,7 @@ def test_the_report_gives_each_effect_with_and_without_the_tied(lowest_index):
 def test_under_unmatched_the_tied_meet_the_unmatched_page_and_are_counted_apart(
         tmp_path_factory):
     root = tmp_path_factory.mktemp("ties-unmatched")
-    database = run_study(root, protocol_copy(root, "unmatched"))
+    database = run_study(root, PROFILES, protocol_copy(root, "unmatched"))
     assert tied_in_sql(database, "AND p.step = 'unmatched'") == TIED
     assert tied_in_sql(database, "AND p.step != 'unmatched'") == 0
     tables, page = report(database, root / "out")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,16 +15,20 @@ import pandas as pd
 
 from study.allocation.model import Algorithm, Team
 from study.allocation.solver import solve
-from study.bots import Bot
+from study.bots import AckLog, Bot, StudyFacts
 from study.bots.participant import (
+    BEHAVIOURS,
     ROUND_STEPS,
     TERMINAL_STEPS,
+    Profile,
     _next_round,
     cookie_content,
     stop_point_reached,
 )
+from study.protocol.loader import load_protocol
 from study.storage.database import Storage
-from support.web import FakeClock
+from study.web.participant.agent_pool import PoolTeammates
+from support.web import FakeClock, make_app
 
 TASK_NAMES = ("squares", "letters")
 LIKERT = (("cap_agree", "Cap-Agree"), ("cap_rating", "Cap-Rating"),
@@ -235,3 +241,21 @@ class InProcessBot:
             self.journey.recover(alive_until=current["deadline"] - 1.0)
         else:
             self.journey.tick(self.clock.now)
+
+
+def run_study(directory: Path, profiles: Sequence[tuple[Any, Any]], protocol: Path) -> Path:
+    """Every profile (capabilities, preferences) through the journey in-process, a fast bot
+    each; the database the study wrote."""
+    loaded = load_protocol(protocol)
+    clock = FakeClock()
+    app = make_app(directory, PoolTeammates.for_protocol(loaded, directory / "pools"), clock,
+                   protocol=protocol)
+    journey = app.extensions["study"]
+    facts = StudyFacts.from_protocol(loaded)
+    for index, (capabilities, preferences) in enumerate(profiles):
+        code = journey.enrol()["code"]
+        profile = Profile(capabilities, preferences, BEHAVIOURS["fast"], seed=index)
+        InProcessBot(journey, clock, code, Bot("http://in-process", code, profile, AckLog(),
+                                               facts=facts)).run()
+    journey.storage.close()
+    return directory / "study.sqlite"
