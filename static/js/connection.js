@@ -5,7 +5,11 @@ import { el, showMessage, toast } from "./page.js";
 import { t } from "./texts.js";
 
 export const code = document.getElementById("app").dataset.code;
-export const socket = io({ transports: ["websocket", "polling"] });
+// The worker process the connection asks for (`study serve --workers`; docs/deploy.md):
+// the page's own code, then its team's once it has one (`state.route`), so teammates share
+// a process and their pushes to each other stay in it.
+let route = code;
+export const socket = io({ transports: ["websocket", "polling"], query: { route: route } });
 export let state = null;
 export let displaced = false;  // another tab of this browser took the study over
 let offset = 0;                // server clock minus this browser's clock, in seconds
@@ -114,6 +118,17 @@ function receive(next) {
   offset = next.now - Date.now() / 1000;
   state = next;
   hooks.draw();
+  if (next.route && next.route !== route) reroute(next.route);
+}
+
+// Connects again asking for the new route's process; the reconnect's join brings the
+// state, and messages not yet acknowledged are sent again after it.
+let rerouting = false;
+function reroute(next) {
+  route = next;
+  socket.io.opts.query = { route: route };
+  rerouting = true;
+  socket.disconnect().connect();
 }
 
 export function serverNow() { return Date.now() / 1000 + offset; }
@@ -163,7 +178,10 @@ export function connect(draw, elsewhere) {
     if (!displaced) join();
   });
   socket.on("elsewhere", showElsewhere);
-  socket.on("disconnect", () => { document.getElementById("offline").hidden = false; });
+  socket.on("disconnect", () => {
+    document.getElementById("offline").hidden = rerouting;
+    rerouting = false;
+  });
   socket.on("state", receive);
   setInterval(watchServer, 250);
 }

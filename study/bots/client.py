@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import requests
 import socketio
@@ -22,6 +23,9 @@ Ack = dict[str, Any]
 State = dict[str, Any]
 # The answer to a message the server could not store (a full disk): send it again later.
 STORAGE_UNAVAILABLE = "storage-unavailable"
+# The URL parameter that names the worker process a connection asks for (the balancer's,
+# ``study.web.serving.deploy.ROUTE_PARAMETER``).
+ROUTE_PARAMETER = "route"
 
 
 class ServerGone(RuntimeError):
@@ -63,6 +67,14 @@ class AckLog:
             self.refused.append((code, event, reason))
 
 
+def routed_url(base_url: str, code: str, state: State | None) -> str:
+    """The Socket.IO address that asks for the connection's worker process as the page
+    does (``static/js/connection.js``): its team's route once the state names one, else
+    its own code's."""
+    route = state.get("route") if state else None
+    return f"{base_url}?{urlencode({ROUTE_PARAMETER: route or code})}"
+
+
 def new_msg_id() -> str:
     """A message id in the protocol's alphabet (8-64 of [A-Za-z0-9_-])."""
     return secrets.token_urlsafe(12)
@@ -85,6 +97,7 @@ class Connection:
         self.ack_timeout = ack_timeout
         self.http = requests.Session()
         self.sio: socketio.Client | None = None
+        self.url = ""  # the Socket.IO address of the connection, route included
         self.state: State | None = None
         self.offset = 0.0  # server clock minus ours, from the latest state
         self.teammate_pushes = 0
@@ -117,7 +130,8 @@ class Connection:
         sio.on("state", self._on_state)
         sio.on("teammate", self._on_teammate)
         sio.on("disconnect", self._on_disconnect)
-        sio.connect(self.base_url, transports=["websocket"], wait_timeout=self.ack_timeout)
+        self.url = routed_url(self.base_url, self.code, self.state)
+        sio.connect(self.url, transports=["websocket"], wait_timeout=self.ack_timeout)
         self.sio = sio
         ack = self._send("join", {"code": self.code})
         if ack.get("reason") == STORAGE_UNAVAILABLE:  # as the page: join again later
@@ -141,6 +155,14 @@ class Connection:
         self._lost.set()
         with self._changed:
             self._changed.notify_all()
+
+    def follow_route(self, patience: float = 30.0) -> None:
+        """Connect again when the state names another route than the connection's (the
+        person joined a team), as the page does."""
+        if self.sio is not None and routed_url(self.base_url, self.code,
+                                               self.state) != self.url:
+            self.close()
+            self.open(patience)
 
     @property
     def connected(self) -> bool:
@@ -177,13 +199,15 @@ class Connection:
     def wait_for(self, ready: Callable[[State], bool], timeout: float) -> bool:
         """Block until the latest state satisfies ``ready``; False on timeout or lost socket."""
         give_up = time.monotonic() + timeout
-        with self._changed:
-            while not (self.state is not None and ready(self.state)):
+        while True:
+            self.follow_route()  # outside the lock: the reader thread takes it to answer
+            with self._changed:
+                if self.state is not None and ready(self.state):
+                    return True
                 left = give_up - time.monotonic()
                 if left <= 0 or self._lost.is_set():
                     return False
                 self._changed.wait(left)
-        return True
 
     # --- requests -----------------------------------------------------------------------
 
@@ -221,6 +245,7 @@ class Connection:
         """Send a mutating message until the server answers it, reconnecting as a browser
         would; the same ``msg_id`` is reused so the server applies it at most once."""
         message = {"msg_id": new_msg_id(), **payload}
+        self.follow_route(patience)
         while True:
             sent_at = self.clock()
             try:

@@ -32,7 +32,7 @@ import aiohttp
 import numpy as np
 import socketio
 
-from study.bots.client import Acked, AckLog, State, new_msg_id
+from study.bots.client import Acked, AckLog, State, new_msg_id, routed_url
 from study.bots.human import Human, noise
 from study.bots.participant import (
     DEFAULT_FACTS,
@@ -95,6 +95,7 @@ class Tally:
     stations_received: int = 0  # teammates' live progress pushed to this process's bots
     resent: int = 0
     reconnects: int = 0
+    rerouted: int = 0  # connected again to a team's process once in the team
     refused: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
 
@@ -105,6 +106,7 @@ class Tally:
         self.stations_received += other.stations_received
         self.resent += other.resent
         self.reconnects += other.reconnects
+        self.rerouted += other.rerouted
         self.refused.update(other.refused)
         self.errors.update(other.errors)
 
@@ -129,6 +131,7 @@ class LightBot:
         self.decorator = Decorator(capabilities, facts.reference_speed)
         self.http: aiohttp.ClientSession | None = None
         self.sio: socketio.AsyncClient | None = None
+        self.url = ""  # the Socket.IO address of the connection, route included
         self.state: State | None = None
         self.offset = 0.0
         self.changed = asyncio.Event()
@@ -163,7 +166,8 @@ class LightBot:
         sio.on("state", self._remember)
         sio.on("station", self._station)
         sio.on("disconnect", self._lost)
-        await sio.connect(self.base_url, transports=["websocket"], wait_timeout=ACK_TIMEOUT * 2)
+        self.url = routed_url(self.base_url, self.code, self.state)
+        await sio.connect(self.url, transports=["websocket"], wait_timeout=ACK_TIMEOUT * 2)
         self.sio = sio
         ack = await self._call("join", {"code": self.code})
         if not ack.get("ok"):
@@ -281,6 +285,10 @@ class LightBot:
             if not (self.sio and self.sio.connected):
                 await self.open(patience)
                 self.tally.reconnects += 1
+            elif routed_url(self.base_url, self.code, self.state) != self.url:
+                await self.close()  # joined a team: to its process, as the page does
+                await self.open(patience)
+                self.tally.rerouted += 1
             step = self.state["step"]
             if step in ROUND_STEPS:
                 await self.play_round(self.state, patience)

@@ -16,6 +16,12 @@ from study.web.participant.real_teams import RealTeams
 from study.web.participant.records import Records
 
 
+def route(code: str, team: dict[str, Any] | None) -> str:
+    """Which worker process the page's connection asks for (``study serve --workers``):
+    its team's once it has one, so teammates' pushes stay on one process; else its own."""
+    return f"team-{team['id']}" if team else code
+
+
 class PageState:
     """``Journey.state``: what a participant's page shows, from the database and the clock."""
 
@@ -55,6 +61,7 @@ class PageState:
         if step in ROUND_STEPS:
             state["round"] = self._round_state(self.records.session(pid, ROUND_STEPS[step]))
         state.update(self.teams.page_state(pid, step))
+        state["route"] = route(code, state.get("team"))
         return state
 
     def _last_round_summary(self, participant_id: int) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from study.allocation.model import InvalidInput
+from study.web.serving import queue
 from study.web.serving.collector import ShortCollections
 
 # Connections one gevent worker accepts (gunicorn's default is 1,000).
@@ -40,6 +41,8 @@ PORT_RANGE = range(20000, 21000)
 # A line of a child's output that names why it failed: a Python exception, HAProxy's alert,
 # a port taken by another program.
 CAUSE = re.compile(r"^[\w.]*(Error|Exception)\b|\[ALERT\]|Address already in use")
+# The URL parameter that routes a Socket.IO connection to a worker (``haproxy_config``).
+ROUTE_PARAMETER = "route"
 # How long a browser that saw the study over HTTPS refuses plain HTTP to it: a year, for
 # this host only (``includeSubDomains`` would bind an institution's other sites too).
 HSTS = "max-age=31536000"
@@ -218,7 +221,9 @@ def app_factory(protocol: Path, database: Path, pools: Path, message_queue: str 
     app = create_app({"PROTOCOL": protocol, "DATABASE": database, "POOL_DIR": pools,
                       "MESSAGE_QUEUE": message_queue, "ASYNC_MODE": "gevent",
                       "DURABILITY": durability})
-    app.extensions["socketio"].start_background_task(ShortCollections().run)
+    socketio = app.extensions["socketio"]
+    socketio.start_background_task(ShortCollections().run)
+    queue.count_publishes(socketio, app.extensions["study"].storage)
     return app
 
 
@@ -429,11 +434,16 @@ class Balanced:
 
 def haproxy_config(host: str, port: int, worker_ports: list[int], tls: Tls | None = None,
                    pem: Path | None = None, fds: dict[int, int] | None = None) -> str:
-    """HAProxy in front of the workers: new participants in turn, a cookie that keeps a
-    browser's long-polling requests on one worker, health checks every second so a dead
-    worker is routed around (a busy one, slow to answer, is not), and tunnels (websockets)
-    kept open for a whole study. With ``tls``, HTTPS from ``pem`` (``tls_frontends``). A
-    port in ``fds`` is served from the socket bound for it (``Balanced.bind``)."""
+    """HAProxy in front of the workers: a request naming a route (``?route=``, the
+    participant page's Socket.IO connection: its team, or its code before it has one) goes
+    to the worker that route hashes to, so teammates share a process and their pushes stay
+    in memory; any other request goes to new participants in turn, with a cookie that keeps
+    a browser's long-polling requests on one worker. Health checks every second route
+    around a dead worker (a busy one, slow to answer, is not); consistent hashing moves
+    only the dead worker's routes, and the avalanche spreads routes that differ in one
+    character (``team-7``, ``team-8``) over the workers. Tunnels (websockets) are kept
+    open for a whole study. With ``tls``, HTTPS from ``pem`` (``tls_frontends``). A port
+    in ``fds`` is served from the socket bound for it (``Balanced.bind``)."""
     frontends = tls_frontends(host, port, tls, pem, fds) if tls and pem else f"""frontend study
     bind {_address(host, port, fds)}
     option forwardfor
@@ -459,8 +469,10 @@ defaults
 
 {frontends}
 backend workers
-    balance roundrobin
+    balance url_param {ROUTE_PARAMETER}
+    hash-type consistent sdbm avalanche
     cookie STUDY_WORKER insert indirect nocache httponly{secure}
+    ignore-persist if {{ urlp({ROUTE_PARAMETER}) -m found }}
     option httpchk GET /healthz
 {servers}
 """

@@ -11,25 +11,69 @@ as a worker's connections can.
 python-socketio logs a failed publish or a lost subscription with the Redis error in an
 extra field that a plain log line drops, leaving "Cannot publish to redis... retrying"
 with no cause. The cause is put back into the line.
+
+Each process counts the pushes it publishes, by event (``queued:<event>`` in the shared
+``counters`` table): teammates routed to one process (``deploy.haproxy_config``) push to
+each other in memory, and these counts show how rarely the queue is still needed.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import socketio
+
+from study.storage.database import Storage
+from study.web.serving.counters import FLUSH_SECONDS, Counter
 
 QUEUE_LOGGER = "socketio.server"
 CHANNEL = "flask-socketio"  # Flask-SocketIO's own, so every process listens on one
 # Connections one process may hold to Redis, for pushes and for the shared message rates:
 # as many as greenlets can wait on it at once (Redis itself takes 10,000 clients).
 POOL_CONNECTIONS = 4096
+PUBLISHED = "queued:"  # the counters' prefix: ``queued:station`` counts published stations
 
 
-def manager(url: str) -> socketio.RedisManager:
+class CountedRedisManager(socketio.RedisManager):
+    """Flask-SocketIO's Redis manager, counting the events it publishes into ``storage``
+    once ``count_publishes`` gave it the study's database."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.storage: Storage | None = None
+        self.counters: dict[str, Counter] = {}
+
+    def _publish(self, data: dict[str, Any]) -> Any:
+        if self.storage is not None and data.get("method") == "emit":
+            name = f"{PUBLISHED}{data.get('event')}"
+            if name not in self.counters:
+                self.counters[name] = Counter(self.storage, name)
+            self.counters[name].add()
+        return super()._publish(data)
+
+    def flush_counts(self, sleep: Callable[[float], None]) -> None:
+        """Forever, in a worker's background task: store the counts every second, so the
+        last ones are stored too when no push follows them."""
+        while True:
+            sleep(FLUSH_SECONDS)
+            for counter in list(self.counters.values()):
+                counter.flush()
+
+
+def manager(url: str) -> CountedRedisManager:
     """Flask-SocketIO's Redis manager, with a pool as large as bursts need."""
-    return socketio.RedisManager(url, channel=CHANNEL,
-                                 redis_options={"max_connections": POOL_CONNECTIONS})
+    return CountedRedisManager(url, channel=CHANNEL,
+                               redis_options={"max_connections": POOL_CONNECTIONS})
+
+
+def count_publishes(socketio_: Any, storage: Storage) -> None:
+    """Count the pushes this process publishes (with a message queue; else none are)."""
+    queue = socketio_.server.manager
+    if isinstance(queue, CountedRedisManager):
+        queue.storage = storage
+        socketio_.start_background_task(queue.flush_counts, socketio_.sleep)
 
 
 class QueueErrorCause(logging.Filter):
