@@ -1,4 +1,5 @@
-"""Fixtures most web tests share: a small real pool, a clock that moves when told, an app."""
+"""Fixtures tests share: a small real pool, a clock that moves when told, an app, a private
+Redis, and Chromium."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from support.web import FakeClock, make_app, small_pool
+from playwright.sync_api import sync_playwright
+from support.web import CHROMIUM, CHROMIUM_ARGS, FakeClock, make_app, small_pool
 
 from study.bots.servers import free_port
 
@@ -56,3 +58,13 @@ def redis_url(tmp_path):
         client.close()
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Chromium, launched once per test module."""
+    assert Path(CHROMIUM).exists(), "Chromium is missing: run `make system-packages`"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

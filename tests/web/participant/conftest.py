@@ -1,14 +1,12 @@
-"""Fixtures the participant tests share: the demo served live, Chromium, and a pool of
-three-human teams."""
+"""Fixtures the participant tests share: the demo served live and a pool of three-human
+teams."""
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
-from support.web import CHROMIUM, CHROMIUM_ARGS, LiveServer, make_app, small_pool
+from support.web import LiveServer, make_app, small_pool
 
 
 @pytest.fixture(scope="module")
@@ -19,16 +17,6 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     app = make_app(directory, teammates, time.time, SCHEDULER=True)
     with LiveServer(app) as live:
         yield live
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """Chromium, launched once per test module."""
-    assert Path(CHROMIUM).exists(), "Chromium is missing: run `make system-packages`"
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture(scope="module")

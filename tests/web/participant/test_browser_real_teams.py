@@ -10,41 +10,32 @@ when they come back. Two people are on a desktop, one on a 390x844 phone; with
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
 import pytest
-from support.browser import DESKTOP, PHONE, Participant, screenshot_directory, stored
+from support.browser import (
+    DESKTOP,
+    PHONE,
+    Participant,
+    play_team_round,
+    practise,
+    running_round,
+    screenshot_directory,
+    short_teams3,
+    stored,
+)
 from support.web import LiveServer, make_app
 
 from study.protocol.loader import load_protocol
 from study.web.participant.agent_pool import PoolTeammates
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[3]
-GRACE_SECONDS = 6
 
 
 @pytest.fixture(scope="module")
 def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """teams3 with short rounds: two rounds a session (kits [3, 3]), open enrolment, and
-    teams3's FEA bounds kept on purpose for the smaller pool."""
-    text = (ROOT / "protocols" / "teams3.toml").read_text(encoding="utf-8")
-    for pattern, value in ((r"(?m)^kits = \[9, 9\]", "kits = [3, 3]"),
-                           (r"(?m)^round_seconds = \d+", "round_seconds = 12"),
-                           (r"(?m)^practice_seconds = \d+", "practice_seconds = 6"),
-                           (r"(?m)^min_cookie_seconds = [\d.]+", "min_cookie_seconds = 0.2"),
-                           (r"(?m)^grace_seconds = \d+", f"grace_seconds = {GRACE_SECONDS}"),
-                           (r"(?m)^break_seconds = \d+", "break_seconds = 2"),
-                           (r"(?m)^open_enrolment = false", "open_enrolment = true"),
-                           # shorter sessions make another pool: teams3's bounds, kept
-                           (r"(?m)^(bounds_source = .*)$", r"\1\nbounds_fixed = true")):
-        text, count = re.subn(pattern, value, text)
-        assert count >= 1, pattern
-    path = tmp_path_factory.mktemp("real-teams") / "teams3.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
+    return short_teams3(tmp_path_factory.mktemp("real-teams"))
 
 
 @pytest.fixture(scope="module")
@@ -54,37 +45,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, protocol_file: Path):
     app = make_app(directory, teammates, time.time, protocol=protocol_file, SCHEDULER=True)
     with LiveServer(app) as live:
         yield live
-
-
-def practise(person: Participant, url: str, code: str) -> None:
-    person.page.goto(f"{url}/p/{code}")
-    person.reach_practice({"ravens": 6, "steelers": 2})
-    for _ in range(4):
-        person.play_round("practice", 1)
-
-
-def running_round(person: Participant) -> str:
-    person.page.wait_for_selector(".bakery .cookie", timeout=60_000)
-    return person.page.locator(".bakery").get_attribute("data-round") or ""
-
-
-def play_team_round(people: list[Participant], shot: str | None = None,
-                    stations: int = 2) -> None:
-    """Every present person finishes one cookie; then the round closes for them all."""
-    rounds = [running_round(person) for person in people]
-    for person in people:
-        assert person.page.locator(".station.theirs").count() == stations
-    for number, person in enumerate(people):
-        person.decorate(f"{shot}-{number}" if shot else None)
-        person.wait_count(1)
-    for person in people:  # each finished cookie was pushed to the others' pages, live
-        person.page.wait_for_function(
-            "() => [...document.querySelectorAll('.station.theirs[data-kind=person] "
-            ".finished span')].every((count) => count.textContent === 'Finished: 1')",
-            timeout=10_000)
-    for person, round_id in zip(people, rounds, strict=True):
-        person.page.wait_for_selector(f'.bakery[data-round="{round_id}"]', state="detached",
-                                      timeout=60_000)
 
 
 def test_three_people_play_one_robot_and_an_agent_takes_a_closed_tab(

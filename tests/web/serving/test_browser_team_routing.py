@@ -11,9 +11,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from server_support import query
-from test_browser_journey import Participant, browser  # noqa: F401
-from test_browser_real_teams import DESKTOP, play_team_round, practise, protocol_file  # noqa: F401
+from support.browser import DESKTOP, Participant, play_team_round, practise, short_teams3
+from support.servers import query
 
 from study.bots.servers import ServeProcess
 
@@ -21,7 +20,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CODES = ("ada-1", "amy-1", "dan-4")  # by HAProxy's hash: worker 1, 2, 2
 
 
-def test_a_team_of_browsers_ends_on_one_worker(tmp_path, browser, protocol_file):  # noqa: F811
+def test_a_team_of_browsers_ends_on_one_worker(tmp_path, browser):
+    protocol_file = short_teams3(tmp_path)
     db = tmp_path / "study.sqlite"
     server = ServeProcess(protocol_file, db, tmp_path / "pools", tmp_path / "serve.log",
                           extra=("--workers", "2"))

@@ -10,8 +10,8 @@ import threading
 import time
 
 import pytest
-from server_support import query
-from team_support import team_protocol
+from support.servers import query
+from support.teams import team_protocol
 
 from study.bots.light import FAST, SwarmPlan, SwarmReport, run_light_swarm
 from study.bots.participant import StudyFacts
