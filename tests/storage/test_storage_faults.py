@@ -258,7 +258,9 @@ def test_a_served_study_rides_out_a_full_disk_without_a_restart(tmp_path, served
     assert missing_acknowledged(db, result.log) == []
     reasons = [reason for _, _, reason in result.log.refused]
     assert "storage-unavailable" in reasons, reasons
-    assert set(reasons) <= {"storage-unavailable", "round-closed"}, reasons
+    # A message sent again after the disk came back may find its moment gone: its round
+    # closed, or the rounds the scheduler closed meanwhile moved the step on.
+    assert set(reasons) <= {"storage-unavailable", "round-closed", "out-of-order"}, reasons
     assert output.count("cannot be written") <= 2, output
     assert output.count("written again") == 1 and "Traceback" not in output, output
     late = query(db, "SELECT close_reason, close_delay FROM rounds WHERE close_reason = 'late'")

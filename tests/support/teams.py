@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from study.bots.servers import ServeProcess, quick_protocol
 from support.web import DEMO
 
 TEAM = """
@@ -57,3 +58,15 @@ def team_protocol(directory: Path, seats: int = 2, formation: str = "arrival",
         seats=json.dumps(kinds), formation=formation, team_types=team_types,
         timers=timers, on_timeout=on_timeout, grace=grace), encoding="utf-8")
     return path
+
+
+def team_study_on_two_workers(directory: Path, seats: int) -> tuple[Path, Path, ServeProcess]:
+    """A quick team study of ``seats`` people (3 s rounds) for ``study serve --workers 2``:
+    its protocol, its database and the server, not yet started."""
+    protocol = quick_protocol(
+        team_protocol(directory, seats=seats, timers="shared_seconds = 15", grace=60),
+        directory / "quick.toml", round_seconds=3.0, practice_seconds=2.0)
+    db = directory / "study.sqlite"
+    server = ServeProcess(protocol, db, directory / "pools", directory / "serve.log",
+                          extra=("--workers", "2"))
+    return protocol, db, server

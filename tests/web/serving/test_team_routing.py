@@ -11,11 +11,10 @@ import time
 
 import pytest
 from support.servers import query
-from support.teams import team_protocol
+from support.teams import team_study_on_two_workers
 
 from study.bots.light import FAST, SwarmPlan, SwarmReport, run_light_swarm
 from study.bots.participant import StudyFacts
-from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol.loader import load_protocol
 
 pytestmark = pytest.mark.slow
@@ -54,12 +53,7 @@ def swarm(url: str, protocol, prefix: str) -> tuple[threading.Thread, list[Swarm
 
 @pytest.mark.parametrize("seats", [2, 3])
 def test_teammates_share_a_worker_and_push_in_memory(tmp_path, seats):
-    protocol = quick_protocol(
-        team_protocol(tmp_path, seats=seats, timers="shared_seconds = 15", grace=60),
-        tmp_path / "quick.toml", round_seconds=3.0, practice_seconds=2.0)
-    db = tmp_path / "study.sqlite"
-    server = ServeProcess(protocol, db, tmp_path / "pools", tmp_path / "serve.log",
-                          extra=("--workers", "2"))
+    protocol, db, server = team_study_on_two_workers(tmp_path, seats)
     try:
         server.start(timeout=180)
         thread, reports = swarm(server.url, protocol, f"r{seats}")

@@ -13,22 +13,16 @@ import signal
 
 import pytest
 from support.servers import lease_holder, query, swarm_in_background, wait_for_open_rounds
-from support.teams import team_protocol
+from support.teams import team_study_on_two_workers
 
 from study.bots.audit import missing_acknowledged
-from study.bots.servers import ServeProcess, quick_protocol
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("seats", [2, 3])
 def test_killing_the_scheduling_worker_loses_no_team_round(tmp_path, seats):
-    protocol = quick_protocol(
-        team_protocol(tmp_path, seats=seats, timers="shared_seconds = 15", grace=60),
-        tmp_path / "quick.toml", round_seconds=3.0, practice_seconds=2.0)
-    db = tmp_path / "study.sqlite"
-    server = ServeProcess(protocol, db, tmp_path / "pools", tmp_path / "serve.log",
-                          extra=("--workers", "2"))
+    protocol, db, server = team_study_on_two_workers(tmp_path, seats)
     try:
         server.start(timeout=180)
         swarm = swarm_in_background(server.url, protocol, f"t{seats}", max_seconds=240,
