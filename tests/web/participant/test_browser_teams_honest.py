@@ -46,7 +46,7 @@ MARGIN = 1.5
 def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """teams2 with 15 s rounds, open enrolment, and only each person's own timer."""
     text = (ROOT / "protocols" / "teams2.toml").read_text(encoding="utf-8")
-    for pattern, value in ((r"(?m)^round_seconds = \d+", "round_seconds = 15"),
+    for pattern, value in ((r"(?m)^round_seconds = \d+", "round_seconds = 25"),
                            (r"(?m)^practice_seconds = \d+", "practice_seconds = 15"),
                            # a break long enough to read the last round's summary
                            (r"(?m)^break_seconds = \d+", "break_seconds = 30"),
