@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from support.allocation import brute_reward
+from support.protocols import SECOND_CONDITION
 
 from analysis import algorithm_study
 from analysis.cli import main
@@ -23,7 +24,6 @@ from study.pool.teamtypes import TEAM_TYPES
 from study.protocol.loader import load_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
-SECOND_CONDITION = '[[conditions]]\nid = "fair"\nalgorithm = "fair"'
 DECLARED = '''[[algorithms]]
 id = "balance"
 terms = { fairness = 0.7, efficiency = 0.3 }

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from support.protocols import SECOND_CONDITION
 
 from study.allocation.algorithms import protocol_algorithm
 from study.allocation.model import Algorithm, Team
@@ -20,7 +21,6 @@ from study.protocol.toml_source import ProtocolError
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_TEXT = (ROOT / "protocols" / "demo.toml").read_text()
-SECOND_CONDITION = '[[conditions]]\nid = "fair"\nalgorithm = "fair"'
 DECLARED = '''[[algorithms]]
 id = "maximin"
 terms = { egalitarian_c = 0.5, efficiency = 0.5 }

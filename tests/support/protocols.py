@@ -7,6 +7,8 @@ from pathlib import Path
 from support.web import ROOT
 
 THREE = ROOT / "tests" / "three_robots.toml"
+# The demo's second condition, which the algorithm tests replace with robots declared as data.
+SECOND_CONDITION = '[[conditions]]\nid = "fair"\nalgorithm = "fair"'
 # A fourth robot declared as data (docs/protocol.md, [[algorithms]]): half the slower
 # human's capability utility, half the team's efficiency.
 FOURTH = '''

@@ -21,6 +21,7 @@ from support.journey import (
     through_preferences,
 )
 from support.people import Person, play_round, practise, running, tick_until, to_session
+from support.protocols import SECOND_CONDITION
 from support.teams import team_protocol
 from support.web import DEMO, FakeClock, make_app, small_pool
 
@@ -32,7 +33,6 @@ from study.pool.placing import algorithm_for, place, plans_differ, session_polic
 from study.protocol.loader import load_protocol
 from study.web.participant.agent_pool import policy_of
 
-SECOND_CONDITION = '[[conditions]]\nid = "fair"\nalgorithm = "fair"'
 # A robot that balances the whole study: equality of capability and preference over the
 # kits of every session so far (it makes up in the second session for the first), and a
 # robot that lifts the humans' Nash welfare of time on what they prefer.
