@@ -65,7 +65,8 @@ class Participant:
         self.page.locator(".tray").scroll_into_view_if_needed()
         tile = self.page.locator(f'.tray .tile[data-letter="{letter}"]').bounding_box()
         cookie = self.page.locator(".round-cookie").bounding_box()
-        assert tile and cookie
+        if not (tile and cookie):  # the round closed under the hand, or the page is wrong
+            raise PlaywrightError(f"no {letter} tile or no cookie to drag it onto")
         self.page.mouse.move(tile["x"] + tile["width"] / 2, tile["y"] + tile["height"] / 2)
         self.page.mouse.down()
         self.page.mouse.move(cookie["x"] + cookie["width"] / 2,
