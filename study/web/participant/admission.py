@@ -7,8 +7,11 @@ participant's rate is refused like any other bad message (logged, nothing change
 stuck or hostile tab cannot flood the database or starve the other participants.
 
 With a Redis message queue (several server processes), a participant's buckets live in
-Redis, so a flood split over the processes is limited as one: one atomic script call per
-message. Without Redis, and in each process while Redis is away, they live in memory.
+Redis, so a flood split over the processes is limited as one. A process takes a few tokens
+at a time from a bucket (one atomic script call) and spends them in memory: a participant's
+connections all reach one process (docs/study-day.md#serving-one-process-or-several), so
+Redis is asked once every few messages, not for each. Without Redis, and in each process
+while Redis is away, the buckets live in memory.
 """
 
 from __future__ import annotations
@@ -39,22 +42,24 @@ PROGRESS_RATE = 12.0
 # tried again (a message never waits on a Redis that is away).
 REDIS_RETRY_SECONDS = 5.0
 REDIS_TIMEOUT_SECONDS = 1.0
-# ``RateLimiter.allow`` as one atomic script: KEYS[1] the bucket; ARGV burst, rate, now,
-# and the seconds after which an untouched bucket is full again (then it is dropped).
+# A process takes up to a fifth of a bucket's burst at once (4 messages, 8 placed
+# elements). Tokens it holds are not in the bucket, which meanwhile refills to its burst:
+# a flood split over N processes passes at most N * (reserve - 1) more than one bucket's.
+RESERVE_SHARE = 5
+# A bucket's tokens taken at once, as one atomic script: KEYS[1] the bucket; ARGV burst,
+# rate, now, the seconds after which an untouched bucket is full again (then it is
+# dropped), and how many tokens are wanted. Returns how many were taken (0 if none is left).
 TOKEN_BUCKET = """
 local burst, rate, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
 local tokens, last = tonumber(state[1]) or burst, tonumber(state[2]) or now
 tokens = math.min(burst, tokens + math.max(0, now - last) * rate)
-local allowed = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-  allowed = 1
-end
+local taken = math.min(tonumber(ARGV[5]), math.floor(tokens))
+tokens = tokens - taken
 redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens),
            'at', string.format('%.17g', math.max(now, last)))
 redis.call('EXPIRE', KEYS[1], ARGV[4])
-return allowed
+return taken
 """
 
 log = logging.getLogger(__name__)
@@ -82,14 +87,17 @@ class RateLimiter:
 
 
 class SharedRateLimiter:
-    """``RateLimiter``'s buckets in Redis, shared by every server process; ``local`` (this
-    process's own buckets) stands in while Redis is away, as Flask-Limiter's limits do."""
+    """``RateLimiter``'s buckets in Redis, shared by every server process, drawn on a few
+    tokens at a time (``held``); ``local`` (this process's own buckets) stands in while
+    Redis is away, as Flask-Limiter's limits do."""
 
     def __init__(self, client: redis.Redis, prefix: str, local: RateLimiter) -> None:
         self.local = local
         self.prefix = prefix
         self.script = client.register_script(TOKEN_BUCKET)
         self.full_after = math.ceil(local.burst / local.rate) + 1  # seconds
+        self.reserve = max(1, local.burst // RESERVE_SHARE)
+        self.held: dict[str, tuple[int, float]] = {}  # key: tokens taken, when
         self.retry_at = 0.0
 
     @property
@@ -103,13 +111,26 @@ class SharedRateLimiter:
     def allow(self, key: str) -> bool:
         if time.monotonic() >= self.retry_at:
             try:
-                return bool(self.script(keys=[f"{self.prefix}:{key}"], args=[
-                    self.burst, self.rate, repr(self.local.clock()), self.full_after]))
+                return self._spend_held(key)
             except redis.RedisError as error:
                 self.retry_at = time.monotonic() + REDIS_RETRY_SECONDS
                 log.warning("message rate limits in this process's memory for %g s: "
                             "Redis failed (%s)", REDIS_RETRY_SECONDS, error)
         return self.local.allow(key)
+
+    def _spend_held(self, key: str) -> bool:
+        """Spend a token this process holds, taking more from the bucket when none is
+        left. Tokens held past ``full_after`` are dropped: the bucket has refilled."""
+        now = self.local.clock()
+        tokens, taken_at = self.held.pop(key, (0, now))
+        if tokens == 0 or now - taken_at > self.full_after:
+            tokens, taken_at = int(self.script(keys=[f"{self.prefix}:{key}"], args=[
+                self.burst, self.rate, repr(now), self.full_after, self.reserve])), now
+        if tokens == 0:
+            return False
+        if tokens > 1:
+            self.held[key] = (tokens - 1, taken_at)
+        return True
 
 
 def payload_size(payload: Any) -> int:

@@ -13,7 +13,14 @@ import socketio
 from support.web import DEMO, FakeClock
 
 from study.bots.servers import ServeProcess, free_port, quick_protocol
-from study.web.participant.admission import BURST, PROGRESS_BURST, RATE, Admission
+from study.web.participant.admission import (
+    BURST,
+    PROGRESS_BURST,
+    RATE,
+    RESERVE_SHARE,
+    Admission,
+    SharedRateLimiter,
+)
 
 
 def shared(url: str, clock: FakeClock) -> Admission:
@@ -35,6 +42,41 @@ def test_two_processes_draw_on_one_bucket_per_participant(redis_url):
     assert sum(refilled) == RATE
     progress = [second.progress_limiter.allow("code-1") for _ in range(PROGRESS_BURST + 1)]
     assert sum(progress) == PROGRESS_BURST  # placed elements have their own bucket
+
+
+def count_script_calls(limiter: SharedRateLimiter) -> list[int]:
+    """Wrap the limiter's Redis script; the list grows by one per call."""
+    calls: list[int] = []
+    script = limiter.script
+
+    def counted(**kwargs):
+        calls.append(1)
+        return script(**kwargs)
+
+    limiter.script = counted  # type: ignore[assignment]
+    return calls
+
+
+def test_one_process_asks_redis_once_for_a_few_messages(redis_url):
+    clock = FakeClock()
+    admission = shared(redis_url, clock)
+    calls = count_script_calls(admission.limiter)
+    allowed = [admission.limiter.allow("code-few") for _ in range(BURST + 3)]
+    assert sum(allowed) == BURST  # the same bucket as one process's memory ...
+    reserve = BURST // RESERVE_SHARE
+    assert len(calls) == BURST // reserve + 3  # ... with a call per reserve, and per refusal
+    clock.advance(1.0)
+    assert sum(admission.limiter.allow("code-few") for _ in range(10)) == RATE
+
+
+def test_tokens_held_past_a_full_refill_are_dropped_for_fresh_ones(redis_url):
+    clock = FakeClock()
+    admission = shared(redis_url, clock)
+    calls = count_script_calls(admission.limiter)
+    assert admission.limiter.allow("code-idle")
+    clock.advance(admission.limiter.full_after + 1)  # the bucket is full again meanwhile
+    assert admission.limiter.allow("code-idle")
+    assert len(calls) == 2 and "code-idle" in admission.limiter.held
 
 
 def test_with_redis_away_each_process_limits_in_its_memory():
@@ -76,5 +118,7 @@ def test_a_flood_split_over_two_processes_is_limited_as_one(tmp_path: Path, redi
         for server in servers:
             server.stop()
     passed = sum(reason != "rate-limited" for reason in reasons)
-    # One bucket: its burst and what refilled meanwhile; two would let 2 * BURST through.
-    assert BURST <= passed <= BURST + RATE * seconds + 1, (passed, seconds)
+    # One bucket: its burst, what refilled meanwhile, and the tokens each process held
+    # while it refilled; a bucket in each process would let 2 * BURST through.
+    held = 2 * (BURST // RESERVE_SHARE - 1)
+    assert BURST <= passed <= BURST + RATE * seconds + held + 1, (passed, seconds)
