@@ -29,6 +29,11 @@ quick variant of the protocol (6 s rounds), far beyond a person's pace.
 Goal: 1,000 participants with ack p95 <= 50 ms, drift p95 <= 50 ms and max <= 250 ms,
 0 acknowledged missing, 0 lock errors.
 
+``--floor`` adds the floor server (``benchmarks.floor``: Flask-SocketIO, gevent, one SQLite
+transaction a message, nothing else) at each participant count and durability, its
+clients sending the study's mix of messages; the last table gives every row's people per
+core, over the floor's CPU per message, and projected for 8 and 16 cores.
+
 Several ``--protocol`` run in every configuration, one after the other; each one's ack p95
 is also given over the first's. Real teams of three against agent teammates (their lobby
 and practice take about 200 s before the window opens; docs/teams.md)::
@@ -44,14 +49,15 @@ import os
 import sqlite3
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import psutil
 
+from benchmarks.cpu import CORES, CpuWindow
+from benchmarks.floor import HEADER as FLOOR_HEADER
+from benchmarks.floor import FloorRow, run_floor
 from study.bots.audit import missing_acknowledged
 from study.bots.light import FAST, HUMAN, SwarmPlan, SwarmReport, Tally, run_light_swarm
 from study.bots.participant import StudyFacts
@@ -59,7 +65,6 @@ from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol.loader import load_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
-CORES = psutil.cpu_count() or 1
 GOAL_ACK_P95, GOAL_DRIFT_P95, GOAL_DRIFT_MAX = 0.050, 0.050, 0.250
 # Every bot comes from this machine's one address: its enrolments must not be limited as
 # one person's would be (600 a minute held a thousand arrivals back for a minute).
@@ -77,27 +82,6 @@ class Config:
     participants: int
     durability: str = "full"  # study serve --durability
     backup_every: float = 0.0  # study serve --backup-every MINUTES (0: no backups)
-
-
-@dataclass
-class CpuSample:
-    """CPU seconds used so far by the server's processes and by the whole machine."""
-
-    server: float
-    busy: float
-
-    @classmethod
-    def now(cls, group: int) -> CpuSample:
-        server = 0.0
-        for process in psutil.process_iter():
-            try:
-                if os.getpgid(process.pid) == group:
-                    times = process.cpu_times()
-                    server += times.user + times.system
-            except (psutil.Error, ProcessLookupError):
-                continue
-        machine = psutil.cpu_times()
-        return cls(server, sum(machine) - machine.idle - getattr(machine, "iowait", 0.0))
 
 
 @dataclass
@@ -119,6 +103,14 @@ class Row:
     lock_errors: int
     tally: Tally
     station_pushes: int = 0  # elements and cookies of real teams times the teammates told
+    # progress and acknowledged messages (cookies, pages, rounds) a participant-second
+    mix: tuple[float, float] = (0.0, 0.0)
+
+    def people_per_core(self) -> float:
+        """Participants one core carries at this row's CPU per message and mix, fully
+        busy (a sizing figure: keep a server well below it)."""
+        return 1000 / (self.cpu_ms_per_message * self.messages_per_second
+                       / self.config.participants)
 
     def goal_met(self) -> bool:
         return bool(self.cookies and self.closings
@@ -195,27 +187,17 @@ def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row
                      measure_from + args.steady, pace=HUMAN if config.pace == "human" else FAST,
                      facts=StudyFacts.from_protocol(load_protocol(protocol)), seed=args.seed,
                      prefix=f"{config.pace[0]}{config.workers}w")
-    samples: list[CpuSample] = []
-    sampler = threading.Thread(target=_sample_at, daemon=True,
-                               args=(server.process.pid, [plan.measure_from, plan.end], samples))
     try:
-        sampler.start()
+        cpu = CpuWindow(server.process.pid, plan.measure_from, plan.end)
         report = run_light_swarm(plan, swarm_processes(config.participants, args.swarm_processes))
-        sampler.join(timeout=30)
         time.sleep(1.0)  # the last rounds of the window close
     finally:
         server.stop()
-    return summarise(config, plan, report, samples, db, server.output())
-
-
-def _sample_at(group: int, moments: list[float], samples: list[CpuSample]) -> None:
-    for moment in moments:
-        time.sleep(max(0.0, moment - time.time()))
-        samples.append(CpuSample.now(group))
+    return summarise(config, plan, report, cpu.used(), db, server.output())
 
 
 def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
-              samples: list[CpuSample], db: Path, server_log: str) -> Row:
+              cpu: tuple[float, float], db: Path, server_log: str) -> Row:
     window = plan.end - plan.measure_from
     # Every acknowledged cookie once, from its first send: one answered as a duplicate was
     # resent after its first ack came too late, and that wait is the participant's.
@@ -229,8 +211,10 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
         messages = sum(connection.execute(f"SELECT count(*) FROM {table} WHERE at BETWEEN ? "
                                           "AND ?", (plan.measure_from, plan.end)).fetchone()[0]
                        for table in ("messages", "rejections"))
-    server_cpu = samples[1].server - samples[0].server if len(samples) == 2 else float("nan")
-    busy = samples[1].busy - samples[0].busy if len(samples) == 2 else float("nan")
+        progress, answered = (connection.execute(  # the floor's clients send this mix
+            f"SELECT count(*) FROM messages WHERE event {kind} 'progress' AND at BETWEEN ? "
+            "AND ?", (plan.measure_from, plan.end)).fetchone()[0] for kind in ("=", "!="))
+    server_cpu, busy = cpu
     return Row(config,
                np.percentile(cookie, [50, 95, 99]) if len(cookie) else np.full(3, np.nan),
                len(cookie),
@@ -241,7 +225,9 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
                busy / (window * CORES),
                float(np.percentile(report.lag, 95) * 1000) if len(report.lag) else float("nan"),
                len(missing_acknowledged(db, report.log)),
-               server_log.count("database is locked"), report.tally, station_pushes(db))
+               server_log.count("database is locked"), report.tally, station_pushes(db),
+               (progress / (window * config.participants),
+                answered / (window * config.participants)))
 
 
 def station_pushes(db: Path) -> int:
@@ -284,6 +270,43 @@ def against_first_study(rows: list[Row]) -> list[str]:
     return lines
 
 
+def floor_rows(rows: list[Row], args: argparse.Namespace, base: Path) -> list[FloorRow]:
+    """The floor server (``benchmarks.floor``) at each participant count and durability of
+    the human rows, its clients sending the first such row's mix of messages."""
+    floors = []
+    for participants, durability in dict.fromkeys(
+            (r.config.participants, r.config.durability) for r in rows
+            if r.config.pace == "human"):
+        first = next(r for r in rows if r.config.pace == "human" and
+                     (r.config.participants, r.config.durability) == (participants, durability))
+        floor = run_floor(base / f"floor-{durability}-{participants}", durability,
+                          participants, *first.mix, ramp=args.ramp, settle=SETTLE_SECONDS,
+                          steady=args.steady, seed=args.seed)
+        print(f"floor as {first.config.study.stem}'s mix: {floor.markdown()}", flush=True)
+        floors.append(floor)
+    return floors
+
+
+def capacity(rows: list[Row], floors: list[FloorRow]) -> list[str]:
+    """People per core for each row, over the floor's at the same durability and count, and
+    projected for larger servers: cores x people per core at the most workers measured,
+    at 70 % busy (the headroom the ack p95 goal needs)."""
+    lines = ["| study | durability | workers | participants | messages per person-second "
+             "| server CPU ms/message | over the floor's | people per core | "
+             "8 cores at 70 % | 16 cores at 70 % |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in (r for r in rows if r.config.pace == "human"):
+        floor = next((f for f in floors if (f.participants, f.durability)
+                      == (row.config.participants, row.config.durability)), None)
+        over = f"{row.cpu_ms_per_message / floor.cpu_ms_per_message:.2f}" if floor else "-"
+        per_core = row.people_per_core()
+        lines.append(f"| {row.config.study.stem} | {row.config.durability} | "
+                     f"{row.config.workers} | {row.config.participants} | "
+                     f"{row.messages_per_second / row.config.participants:.2f} | "
+                     f"{row.cpu_ms_per_message:.2f} | {over} | {per_core:,.0f} | "
+                     f"{8 * 0.7 * per_core:,.0f} | {16 * 0.7 * per_core:,.0f} |")
+    return lines
+
+
 def numbers(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part]
 
@@ -320,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
                              "configuration (default: the demo); e.g. protocols/demo.toml "
                              "protocols/teams3.toml compares real teams of three with agent "
                              "teammates, and reports the ack p95 ratio")
+    parser.add_argument("--floor", action="store_true",
+                        help="also run the floor server (benchmarks.floor) at each "
+                             "participant count and durability, with the study's mix")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep every configuration's database and server log in DIR")
     args = parser.parse_args(argv)
@@ -343,11 +369,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {row.details()}", flush=True)
             for error, count in row.tally.errors.most_common(3):
                 print(f"    bot error x{count}: {error}", flush=True)
+        floors = floor_rows(rows, args, base) if args.floor else []
     print(f"\nload average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     print(HEADER)
     for row in rows:
         print(row.markdown())
     for line in against_first_study(rows):
+        print(line)
+    if floors:
+        print(f"\n{FLOOR_HEADER}")
+        for floor in floors:
+            print(floor.markdown())
+    print()
+    for line in capacity(rows, floors):
         print(line)
     return 0 if all(r.missing == 0 and r.lock_errors == 0 for r in rows) else 1
 

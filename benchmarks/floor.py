@@ -1,0 +1,246 @@
+"""The floor: the least a server on this stack can do per message, to measure the study
+server against in the same run.
+
+    python -m benchmarks.floor --participants 1000 --progress-rate 0.8 --cookie-rate 0.1
+
+The floor server is Flask-SocketIO under gunicorn's gevent worker, as ``study serve``
+runs, whose every message is one SQLite transaction: a ``progress`` message is one row and
+no answer, a ``cookie`` message one row and an acknowledgement. Under ``--durability full``
+it commits with SQLite's ``synchronous=FULL``, the plain way to be durable. Nothing else:
+no participants, rounds, rate limits, pushes or checks.
+
+Its clients are ``--participants`` Socket.IO connections (asyncio, in one or two processes,
+as the light bots) that send progress and cookie messages at random moments, at
+``--progress-rate`` and ``--cookie-rate`` a second each: ``benchmarks.load --floor`` gives
+them the rates its study's bots sent in their window. Reported: cookie ack p50/p95/p99,
+messages a second, and the floor server's CPU milliseconds per message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.cpu import CpuWindow
+from study.bots.servers import free_port, wait_healthy
+
+DURABILITIES = ("normal", "full")
+SCHEMA = "CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, code TEXT, " \
+         "event TEXT, content TEXT, at REAL)"
+CLIENTS_PER_PROCESS = 500
+
+
+def create_app():  # type: ignore[no-untyped-def]
+    """The floor server's app (``gunicorn 'benchmarks.floor:create_app()'``): its database
+    and durability come from ``FLOOR_DB`` and ``FLOOR_DURABILITY``."""
+    from flask import Flask
+    from flask_socketio import SocketIO
+
+    app = Flask(__name__)
+    socketio = SocketIO(app, async_mode="gevent")
+    db = sqlite3.connect(os.environ["FLOOR_DB"], check_same_thread=False,
+                         isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA synchronous={os.environ['FLOOR_DURABILITY'].upper()}")
+    db.execute(SCHEMA)
+
+    def store(event: str, payload: dict) -> None:
+        with db:  # one transaction per message
+            db.execute("INSERT INTO messages (code, event, content, at) VALUES (?, ?, ?, ?)",
+                       (payload.get("code"), event, str(payload.get("content")), time.time()))
+
+    @app.get("/healthz")
+    def healthz() -> str:
+        return "ok"
+
+    @socketio.on("progress")
+    def progress(payload: dict) -> None:
+        store("progress", payload)
+
+    @socketio.on("cookie")
+    def cookie(payload: dict) -> dict:
+        store("cookie", payload)
+        return {"ok": True, "msg_id": payload.get("msg_id")}
+
+    return app
+
+
+class FloorServer:
+    """The floor server in a process group of its own (its CPU is measured as one)."""
+
+    def __init__(self, directory: Path, durability: str) -> None:
+        self.db = directory / "floor.sqlite"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.durability = durability
+        self.log = directory / "floor.log"
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> FloorServer:
+        env = {**os.environ, "FLOOR_DB": str(self.db), "FLOOR_DURABILITY": self.durability}
+        command = [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "1",
+                   "--worker-connections", "10000", "-b", f"127.0.0.1:{self.port}",
+                   "--log-level", "warning", "benchmarks.floor:create_app()"]
+        with self.log.open("w") as log:
+            self.process = subprocess.Popen(command, env=env, stdout=log, stderr=log,
+                                            start_new_session=True)
+        wait_healthy(self.url, 60, self.process)
+        return self
+
+    @property
+    def group(self) -> int:
+        """Its process group: gunicorn's arbiter and worker."""
+        assert self.process is not None
+        return self.process.pid
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            os.killpg(self.process.pid, 15)
+            self.process.wait(timeout=30)
+
+    def messages_between(self, start: float, end: float) -> int:
+        with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True) as connection:
+            return connection.execute("SELECT count(*) FROM messages WHERE at BETWEEN ? AND ?",
+                                      (start, end)).fetchone()[0]
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What the clients send: per participant, messages a second of each kind."""
+
+    url: str
+    progress_rate: float
+    cookie_rate: float
+    start: float  # when the first client connects (they arrive over ``ramp``)
+    ramp: float
+    measure_from: float
+    end: float
+
+
+async def participant(traffic: Traffic, code: str, rng: np.random.Generator,
+                      latencies: list[float]) -> None:
+    """One connection: progress and cookie messages at random moments; cookie acks timed
+    (those sent inside the window)."""
+    import socketio
+
+    await asyncio.sleep(max(0.0, traffic.start + rng.uniform(0, traffic.ramp) - time.time()))
+    client = socketio.AsyncClient(reconnection=False)
+    await client.connect(traffic.url, transports=["websocket"], wait_timeout=60)
+    rate = traffic.progress_rate + traffic.cookie_rate
+    number = 0
+    try:
+        while time.time() < traffic.end:
+            await asyncio.sleep(rng.exponential(1 / rate))
+            number += 1
+            payload = {"code": code, "msg_id": f"{code}-{number}", "content": number}
+            if rng.uniform() * rate < traffic.progress_rate:
+                await client.emit("progress", payload)
+                continue
+            moment = time.time()
+            await client.call("cookie", payload, timeout=60)
+            if traffic.measure_from <= moment <= traffic.end:
+                latencies.append(time.time() - moment)
+    finally:
+        await client.disconnect()
+
+
+async def _clients(traffic: Traffic, codes: list[str], seed: int) -> list[float]:
+    latencies: list[float] = []
+    rngs = np.random.default_rng(seed).spawn(len(codes))
+    await asyncio.gather(*(participant(traffic, code, rng, latencies)
+                           for code, rng in zip(codes, rngs, strict=True)))
+    return latencies
+
+
+def _run_clients(traffic: Traffic, codes: list[str], seed: int) -> list[float]:
+    return asyncio.run(_clients(traffic, codes, seed))
+
+
+def run_clients(traffic: Traffic, participants: int, seed: int) -> np.ndarray:
+    """The clients in processes of at most ``CLIENTS_PER_PROCESS``; every cookie's latency."""
+    codes = [f"floor-{n}" for n in range(participants)]
+    chunks = [codes[n:n + CLIENTS_PER_PROCESS]
+              for n in range(0, participants, CLIENTS_PER_PROCESS)]
+    with ProcessPoolExecutor(len(chunks)) as pool:
+        parts = list(pool.map(_run_clients, [traffic] * len(chunks), chunks,
+                              [seed + n for n in range(len(chunks))]))
+    return np.array([latency for part in parts for latency in part])
+
+
+@dataclass
+class FloorRow:
+    durability: str
+    participants: int
+    cookie_ms: np.ndarray  # p50, p95, p99
+    cookies: int
+    messages_per_second: float
+    cpu_ms_per_message: float
+
+    def markdown(self) -> str:
+        c = self.cookie_ms
+        return (f"| floor | {self.durability} | 1 | {self.participants} | "
+                f"{c[0]:.0f} / {c[1]:.0f} / {c[2]:.0f} ({self.cookies}) | "
+                f"{self.messages_per_second:.0f} | {self.cpu_ms_per_message:.2f} |")
+
+
+HEADER = ("| server | durability | workers | participants | cookie ack p50 / p95 / p99 ms "
+          "(cookies) | messages/s | server CPU ms/message |\n|---|---|---|---|---|---|---|")
+
+
+def run_floor(directory: Path, durability: str, participants: int, progress_rate: float,
+              cookie_rate: float, ramp: float, settle: float, steady: float,
+              seed: int = 1) -> FloorRow:
+    """One floor configuration: a fresh server and database, the clients, the figures."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with FloorServer(directory, durability) as server:
+        start = time.time() + 2.0
+        measure_from = start + ramp + settle
+        traffic = Traffic(server.url, progress_rate, cookie_rate, start, ramp, measure_from,
+                          measure_from + steady)
+        cpu = CpuWindow(server.group, measure_from, traffic.end)
+        latencies = run_clients(traffic, participants, seed) * 1000
+        messages = server.messages_between(measure_from, traffic.end)
+    server_cpu, _ = cpu.used()
+    return FloorRow(durability, participants,
+                    np.percentile(latencies, [50, 95, 99]) if len(latencies)
+                    else np.full(3, np.nan), len(latencies), messages / steady,
+                    1000 * server_cpu / max(messages, 1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--participants", type=int, default=250)
+    parser.add_argument("--progress-rate", type=float, default=0.8,
+                        help="progress messages a second per participant")
+    parser.add_argument("--cookie-rate", type=float, default=0.1,
+                        help="cookie messages a second per participant")
+    parser.add_argument("--durability", type=lambda text: text.split(","),
+                        default=list(DURABILITIES))
+    parser.add_argument("--ramp", type=float, default=10.0)
+    parser.add_argument("--settle", type=float, default=5.0)
+    parser.add_argument("--steady", type=float, default=30.0)
+    parser.add_argument("--dir", type=Path, default=Path("var/floor"),
+                        help="where the databases go (a real disk: a tmpfs makes fsync free)")
+    args = parser.parse_args(argv)
+    print(HEADER)
+    for durability in args.durability:
+        row = run_floor(args.dir / durability, durability, args.participants,
+                        args.progress_rate, args.cookie_rate, args.ramp, args.settle,
+                        args.steady)
+        print(row.markdown(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
