@@ -127,6 +127,19 @@ def test_a_failed_sync_is_not_acknowledged_and_the_next_event_syncs_again(tmp_pa
     assert storage.wal_sync.synced == storage.wal_sync.committed
 
 
+def test_events_made_durable_together_share_one_sync_at_the_end(tmp_path):
+    storage = Storage(tmp_path / "study.sqlite")
+    sync = RecordingSync(storage.path, lambda: None)
+    storage.wal_sync.sync = sync
+    with storage.durable_together():
+        insert_participant(storage, "closing")
+        insert_participant(storage, "timer")
+        assert sync.runs == 0 and storage.wal_sync.synced < storage.wal_sync.committed
+    assert sync.runs == 1 and sync.durable == {"closing", "timer"}
+    insert_participant(storage, "after")  # each event waits for its own sync again
+    assert sync.runs == 2 and "after" in sync.durable
+
+
 def test_normal_durability_runs_no_sync_of_its_own(tmp_path):
     storage = Storage(tmp_path / "study.sqlite", durability="normal")
     assert storage.wal_sync is None

@@ -207,16 +207,17 @@ class Rounds:
         decorate while the server was down.
         """
         now = self.clock() if now is None else now
-        with self.storage.event():  # one commit however many rounds fall due together
-            overdue = self.storage.all(
-                "SELECT r.*, s.number AS session_number, p.code FROM rounds r "
-                "JOIN sessions s ON s.id = r.session_id "
-                "JOIN participants p ON p.id = r.participant_id "
-                "WHERE r.closed_at IS NULL AND r.deadline <= ? ORDER BY r.deadline", (now,))
-            closed = [row for row in overdue
-                      if self._close_or_log(row, now, reason, alive_until)]
-        with self.storage.event():  # the teams' timers, presence and rounds, at the same now
-            changed = self.teams.tick(now, reason)
+        with self.storage.durable_together():
+            with self.storage.event():  # one commit however many rounds fall due together
+                overdue = self.storage.all(
+                    "SELECT r.*, s.number AS session_number, p.code FROM rounds r "
+                    "JOIN sessions s ON s.id = r.session_id "
+                    "JOIN participants p ON p.id = r.participant_id "
+                    "WHERE r.closed_at IS NULL AND r.deadline <= ? ORDER BY r.deadline", (now,))
+                closed = [row for row in overdue
+                          if self._close_or_log(row, now, reason, alive_until)]
+            with self.storage.event():  # the teams' timers, presence and rounds, at one now
+                changed = self.teams.tick(now, reason)
         for row in closed:
             self.teammate_times.forget(row["id"])
             changed.add(row["participant_id"])
