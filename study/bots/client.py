@@ -100,7 +100,6 @@ class Connection:
         self.url = ""  # the Socket.IO address of the connection, route included
         self.state: State | None = None
         self.offset = 0.0  # server clock minus ours, from the latest state
-        self.teammate_pushes = 0
         self._changed = threading.Condition()
         self._lost = threading.Event()
 
@@ -128,7 +127,6 @@ class Connection:
         sio = socketio.Client(reconnection=False, handle_sigint=False, http_session=self.http,
                               request_timeout=self.ack_timeout)
         sio.on("state", self._on_state)
-        sio.on("teammate", self._on_teammate)
         sio.on("disconnect", self._on_disconnect)
         self.url = routed_url(self.base_url, self.code, self.state)
         sio.connect(self.url, transports=["websocket"], wait_timeout=self.ack_timeout)
@@ -172,10 +170,6 @@ class Connection:
 
     def _on_state(self, state: State) -> None:
         self._remember(state)
-
-    def _on_teammate(self, _push: dict[str, Any]) -> None:
-        with self._changed:
-            self.teammate_pushes += 1
 
     def _on_disconnect(self, *_reason: Any) -> None:
         self._lost.set()
