@@ -23,6 +23,21 @@ PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
 ROOT = Path(__file__).resolve().parents[2]
 GRACE_SECONDS = 6  # a closed tab's seat goes to an agent after this, in short_teams3
+TEAMS3_SEATS = 3
+# On a team page, once the given teammates' stations each show one finished cookie (the
+# count and one cookie on the plate) or the round has closed: whether the round still
+# runs, how many stations are a person's, and what each of those teammates' shows.
+TEAMMATES_FINISHED = """([round, seats]) => {
+  const running = document.querySelector(`.bakery[data-round="${round}"]`) !== null;
+  const shown = seats.map((seat) => {
+    const station = document.querySelector(`.station.theirs[data-kind=person]#seat${seat}`);
+    return station && [station.querySelector(".finished > span").textContent,
+                       station.querySelectorAll(".plate .done-cookie").length];
+  });
+  const done = shown.every((work) => work && work[0] === "Finished: 1" && work[1] === 1);
+  const persons = document.querySelectorAll(".station.theirs[data-kind=person]").length;
+  return (done || !running) && { running, persons, shown };
+}"""
 
 
 class Participant:
@@ -231,7 +246,7 @@ def short_teams3(directory: Path) -> Path:
     teams3's FEA bounds kept on purpose for the smaller pool."""
     text = (ROOT / "protocols" / "teams3.toml").read_text(encoding="utf-8")
     for pattern, value in ((r"(?m)^kits = \[9, 9\]", "kits = [3, 3]"),
-                           (r"(?m)^round_seconds = \d+", "round_seconds = 12"),
+                           (r"(?m)^round_seconds = \d+", "round_seconds = 25"),
                            (r"(?m)^practice_seconds = \d+", "practice_seconds = 6"),
                            (r"(?m)^min_cookie_seconds = [\d.]+", "min_cookie_seconds = 0.2"),
                            (r"(?m)^grace_seconds = \d+", f"grace_seconds = {GRACE_SECONDS}"),
@@ -259,19 +274,32 @@ def running_round(person: Participant) -> str:
 
 
 def play_team_round(people: list[Participant], shot: str | None = None,
-                    stations: int = 2) -> None:
-    """Every present person finishes one cookie; then the round closes for them all."""
+                    persons: int | None = None) -> None:
+    """Every present person finishes one cookie, and every page shows it at that person's
+    station while the round still runs; then the round closes for them all. ``persons``:
+    the person stations a page shows, by default the others of ``people`` (more in the
+    round in which an absent person's seat is not yet an agent's)."""
     rounds = [running_round(person) for person in people]
-    for person in people:
-        assert person.page.locator(".station.theirs").count() == stations
+    seats = [own_seat(person) for person in people]
     for number, person in enumerate(people):
         person.decorate(f"{shot}-{number}" if shot else None)
         person.wait_count(1)
-    for person in people:  # each finished cookie was pushed to the others' pages, live
-        person.page.wait_for_function(
-            "() => [...document.querySelectorAll('.station.theirs[data-kind=person] "
-            ".finished span')].every((count) => count.textContent === 'Finished: 1')",
-            timeout=10_000)
+    for person, round_id, seat in zip(people, rounds, seats, strict=True):
+        others = [other for other in seats if other != seat]
+        seen = person.page.wait_for_function(TEAMMATES_FINISHED, arg=[round_id, others],
+                                             timeout=60_000).json_value()
+        assert seen == {"running": True,
+                        "persons": len(others) if persons is None else persons,
+                        "shown": [["Finished: 1", 1]] * len(others)}, seen
     for person, round_id in zip(people, rounds, strict=True):
         person.page.wait_for_selector(f'.bakery[data-round="{round_id}"]', state="detached",
                                       timeout=60_000)
+
+
+def own_seat(person: Participant) -> int:
+    """A team page shows every seat's station but its own among the teammates'."""
+    theirs = person.page.locator(".station.theirs").evaluate_all(
+        "(stations) => stations.map((station) => station.id)")
+    mine = [seat for seat in range(TEAMS3_SEATS) if f"seat{seat}" not in theirs]
+    assert len(theirs) == TEAMS3_SEATS - 1 and len(mine) == 1, theirs
+    return mine[0]

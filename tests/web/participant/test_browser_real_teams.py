@@ -77,7 +77,7 @@ def test_three_people_play_one_robot_and_an_agent_takes_a_closed_tab(
     play_team_round([ada, cy, bo], shot="teams-round-three")
     # bo closes the tab: the others play on; past the grace period an agent takes the seat
     bo.page.close()
-    play_team_round([ada, cy])
+    play_team_round([ada, cy], persons=2)  # bo's seat is still a person's this round
     for person in (ada, cy):
         person.questionnaire("questionnaire-1", None)
         person.step("intro-2")
