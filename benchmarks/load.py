@@ -50,7 +50,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +102,8 @@ class Row:
     missing: int
     lock_errors: int
     tally: Tally
-    station_pushes: int = 0  # elements and cookies of real teams times the teammates told
+    # pushes owed to real teams' members, by team round (of rounds closed in the window)
+    station_pushes: dict[int, int] = field(default_factory=dict)
     # progress and acknowledged messages (cookies, pages, rounds) a participant-second
     mix: tuple[float, float] = (0.0, 0.0)
 
@@ -123,10 +124,19 @@ class Row:
         t = self.tally
         refused = ", ".join(f"{reason} {n}" for reason, n in t.refused.most_common()) or "none"
         return (f"participants {t.participants} (finished {t.finished}), progress reports "
-                f"{t.progress_sent}, teammates' stations pushed {t.stations_received} of "
-                f"{self.station_pushes} owed, "
+                f"{t.progress_sent}, {self.pushes_seen()}, "
                 f"resent after a timeout {t.resent}, reconnects "
                 f"{t.reconnects}, refused: {refused}")
+
+    def pushes_seen(self) -> str:
+        """Teammates' station pushes the bots saw of those owed, over the team rounds that
+        closed in the window (while every bot was still connected)."""
+        if not self.station_pushes:
+            return "no station pushes owed"
+        seen = sum(min(self.tally.stations_received[team_round], owed)
+                   for team_round, owed in self.station_pushes.items())
+        return (f"teammates' stations pushed {seen:,} of {sum(self.station_pushes.values()):,} "
+                f"owed in {len(self.station_pushes):,} team rounds closed in the window")
 
     def markdown(self) -> str:
         c, d = self.cookie_ms, self.drift_ms
@@ -225,23 +235,26 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
                busy / (window * CORES),
                float(np.percentile(report.lag, 95) * 1000) if len(report.lag) else float("nan"),
                len(missing_acknowledged(db, report.log)),
-               server_log.count("database is locked"), report.tally, station_pushes(db),
+               server_log.count("database is locked"), report.tally,
+               station_pushes(db, plan.measure_from, plan.end),
                (progress / (window * config.participants),
                 answered / (window * config.participants)))
 
 
-def station_pushes(db: Path) -> int:
-    """Pushes the server owed real teams' members: every placed element and finished cookie
-    of a team round, once per other person playing that round (0 without teams)."""
+def station_pushes(db: Path, start: float, end: float) -> dict[int, int]:
+    """Pushes the server owed real teams' members, by team round, for the team rounds that
+    began and closed in the window: every placed element and finished cookie, once per
+    other person playing the round (none without teams)."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
         if not connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'team_rounds'"
                                   ).fetchone():
-            return 0
-        return connection.execute(
-            "SELECT coalesce(sum(work * (players - 1)), 0) FROM (SELECT r.id, "
+            return {}
+        return dict(connection.execute(
+            "SELECT team_round_id, sum(work * (players - 1)) FROM (SELECT r.team_round_id, "
             "(SELECT count(*) FROM progress g WHERE g.round_id = r.id) + r.participant_cookies "
             "AS work, (SELECT count(*) FROM rounds o WHERE o.team_round_id = r.team_round_id) "
-            "AS players FROM rounds r WHERE r.team_round_id IS NOT NULL)").fetchone()[0]
+            "AS players FROM rounds r WHERE r.team_round_id IS NOT NULL AND r.started_at >= ? "
+            "AND r.closed_at <= ?) GROUP BY team_round_id", (start, end)).fetchall())
 
 
 def matrix(args: argparse.Namespace) -> list[Config]:

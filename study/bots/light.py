@@ -92,7 +92,8 @@ class Tally:
     participants: int = 0
     finished: int = 0
     progress_sent: int = 0
-    stations_received: int = 0  # teammates' live progress pushed to this process's bots
+    # teammates' live progress pushed to this process's bots, by team round
+    stations_received: Counter[int] = field(default_factory=Counter)
     resent: int = 0
     reconnects: int = 0
     rerouted: int = 0  # connected again to a team's process once in the team
@@ -103,7 +104,7 @@ class Tally:
         self.participants += other.participants
         self.finished += other.finished
         self.progress_sent += other.progress_sent
-        self.stations_received += other.stations_received
+        self.stations_received.update(other.stations_received)
         self.resent += other.resent
         self.reconnects += other.reconnects
         self.rerouted += other.rerouted
@@ -195,9 +196,9 @@ class LightBot:
         self.offset = state.get("now", time.time()) - time.time()
         self.changed.set()
 
-    async def _station(self, *_: Any) -> None:
+    async def _station(self, push: dict[str, Any]) -> None:
         """A teammate placed an element or finished a cookie (the page redraws a station)."""
-        self.tally.stations_received += 1
+        self.tally.stations_received[push.get("team_round", 0)] += 1
 
     async def _lost(self, *_: Any) -> None:
         self.changed.set()
