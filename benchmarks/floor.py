@@ -210,7 +210,7 @@ def run_floor(directory: Path, durability: str, participants: int, progress_rate
         cpu = CpuWindow(server.group, measure_from, traffic.end)
         latencies = run_clients(traffic, participants, seed) * 1000
         messages = server.messages_between(measure_from, traffic.end)
-    server_cpu, _ = cpu.used()
+    server_cpu = cpu.used()[0].total() or float("nan")
     return FloorRow(durability, participants,
                     np.percentile(latencies, [50, 95, 99]) if len(latencies)
                     else np.full(3, np.nan), len(latencies), messages / steady,

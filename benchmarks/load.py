@@ -50,6 +50,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,6 +107,7 @@ class Row:
     station_pushes: dict[int, int] = field(default_factory=dict)
     # progress and acknowledged messages (cookies, pages, rounds) a participant-second
     mix: tuple[float, float] = (0.0, 0.0)
+    cpu_ms_by_program: dict[str, float] = field(default_factory=dict)  # per message
 
     def people_per_core(self) -> float:
         """Participants one core carries at this row's CPU per message and mix, fully
@@ -118,24 +120,35 @@ class Row:
                     and self.cookie_ms[1] <= GOAL_ACK_P95 * 1000
                     and self.drift_ms[0] <= GOAL_DRIFT_P95 * 1000
                     and self.drift_ms[1] <= GOAL_DRIFT_MAX * 1000
-                    and self.missing == 0 and self.lock_errors == 0)
+                    and self.missing == 0 and self.lock_errors == 0
+                    and self.pushes_unseen() == 0)
 
     def details(self) -> str:
         t = self.tally
         refused = ", ".join(f"{reason} {n}" for reason, n in t.refused.most_common()) or "none"
         return (f"participants {t.participants} (finished {t.finished}), progress reports "
-                f"{t.progress_sent}, {self.pushes_seen()}, "
+                f"{t.progress_sent}, {self.pushes_seen()}, server CPU ms a message by "
+                f"program: {self.by_program()}, "
                 f"resent after a timeout {t.resent}, reconnects "
                 f"{t.reconnects}, refused: {refused}")
 
+    def by_program(self) -> str:
+        """The server's CPU per message split by program: the study's workers (python),
+        and with several workers HAProxy and Redis."""
+        return ", ".join(f"{name} {ms:.2f}" for name, ms in
+                         sorted(self.cpu_ms_by_program.items(), key=lambda item: -item[1]))
+
+    def pushes_unseen(self) -> int:
+        """Teammates' station pushes owed but not seen by the bots, over the team rounds
+        that closed in the window (while every bot was still connected)."""
+        return sum(max(0, owed - self.tally.stations_received[team_round])
+                   for team_round, owed in self.station_pushes.items())
+
     def pushes_seen(self) -> str:
-        """Teammates' station pushes the bots saw of those owed, over the team rounds that
-        closed in the window (while every bot was still connected)."""
         if not self.station_pushes:
             return "no station pushes owed"
-        seen = sum(min(self.tally.stations_received[team_round], owed)
-                   for team_round, owed in self.station_pushes.items())
-        return (f"teammates' stations pushed {seen:,} of {sum(self.station_pushes.values()):,} "
+        owed = sum(self.station_pushes.values())
+        return (f"teammates' stations pushed {owed - self.pushes_unseen():,} of {owed:,} "
                 f"owed in {len(self.station_pushes):,} team rounds closed in the window")
 
     def markdown(self) -> str:
@@ -207,7 +220,7 @@ def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row
 
 
 def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
-              cpu: tuple[float, float], db: Path, server_log: str) -> Row:
+              cpu: tuple[Counter[str], float], db: Path, server_log: str) -> Row:
     window = plan.end - plan.measure_from
     # Every acknowledged cookie once, from its first send: one answered as a duplicate was
     # resent after its first ack came too late, and that wait is the participant's.
@@ -224,7 +237,8 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
         progress, answered = (connection.execute(  # the floor's clients send this mix
             f"SELECT count(*) FROM messages WHERE event {kind} 'progress' AND at BETWEEN ? "
             "AND ?", (plan.measure_from, plan.end)).fetchone()[0] for kind in ("=", "!="))
-    server_cpu, busy = cpu
+    programs, busy = cpu
+    server_cpu = programs.total() or float("nan")
     return Row(config,
                np.percentile(cookie, [50, 95, 99]) if len(cookie) else np.full(3, np.nan),
                len(cookie),
@@ -238,7 +252,8 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
                server_log.count("database is locked"), report.tally,
                station_pushes(db, plan.measure_from, plan.end),
                (progress / (window * config.participants),
-                answered / (window * config.participants)))
+                answered / (window * config.participants)),
+               {name: 1000 * seconds / max(messages, 1) for name, seconds in programs.items()})
 
 
 def station_pushes(db: Path, start: float, end: float) -> dict[int, int]:
