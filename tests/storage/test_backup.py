@@ -9,12 +9,12 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import requests
+from support.storage import wait_for
 
 from study.bots.servers import ServeProcess
 from study.cli import main
@@ -174,13 +174,6 @@ def test_study_backup_refuses_unclear_requests(tmp_path, capsys):
                  str(tmp_path / "b.sqlite")]) == 2
     assert main(["backup", str(database), "--out", str(tmp_path / "c.sqlite")]) == 0
     assert "integrity ok" in capsys.readouterr().out
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
 
 
 @pytest.mark.slow

@@ -16,11 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.storage import HANG, wait_for
 
 import study.storage.database as storage_module
 from study.storage.database import Storage
-
-HANG = 60.0  # seconds: only catches a hang
 
 
 @pytest.fixture
@@ -95,15 +94,6 @@ class Joiners:
         for thread in self.threads:
             thread.join(HANG)
             assert not thread.is_alive()
-
-
-def wait_for(condition: Callable[[], bool]) -> None:
-    done = threading.Event()
-    for _ in range(int(HANG / 0.005)):
-        if condition():
-            return
-        done.wait(0.005)
-    raise AssertionError("condition not reached")
 
 
 def leader_yield(monkeypatch: pytest.MonkeyPatch, joiners: Joiners) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 from support.servers import query, wait_for_open_rounds
-from support.storage import fill, tmpfs
+from support.storage import fill, insert_participant, stored_codes, tmpfs, wait_for
 from support.web import DEMO, make_app, msg, page_socket
 
 from study.bots import BEHAVIOURS, Profile, StudyFacts, SwarmResult, bot_codes, run_swarm
@@ -47,28 +47,6 @@ def served_disk(tmp_path: Path) -> Iterator[Path]:
     """Room for a served study's database and its log before the filler comes."""
     with tmpfs(tmp_path / "disk", "16m") as disk:
         yield disk
-
-
-def wait_for(condition, timeout: float = HANG, what: str = "condition") -> None:
-    give_up = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > give_up:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        time.sleep(0.05)
-
-
-def insert_participant(storage: Storage, code: str) -> None:
-    with storage.event() as db:
-        db.execute("INSERT INTO participants (code, protocol, created_at, step) "
-                   "VALUES (?, 'demo', 1.0, 'consent')", (code,))
-
-
-def stored_codes(path: Path) -> set[str]:
-    reader = sqlite3.connect(path)
-    try:
-        return {code for (code,) in reader.execute("SELECT code FROM participants")}
-    finally:
-        reader.close()
 
 
 # --- the storage --------------------------------------------------------------------------
@@ -237,7 +215,7 @@ def test_a_served_study_rides_out_a_full_disk_without_a_restart(tmp_path, served
         wait_for_open_rounds(db, codes, at_least=1, timeout=HANG)
         filler = fill(disk)
         filled_at = time.time()
-        wait_for(lambda: "cannot be written" in server.output(), what="the fault in the log")
+        wait_for(lambda: "cannot be written" in server.output(), HANG, "the fault in the log")
         page = server_get(server, "/p/newcomer")
         assert page.status_code == 503 and int(page.headers["Retry-After"]) > 0
         live = server_get(server, "/console/live.json").json()["storage"]
@@ -245,7 +223,7 @@ def test_a_served_study_rides_out_a_full_disk_without_a_restart(tmp_path, served
         time.sleep(max(0.0, filled_at + 2 * LATE_SECONDS - time.time()))  # rounds fall due
         wal_when_full = os.path.getsize(f"{db}-wal")
         filler.unlink()
-        wait_for(lambda: "written again" in server.output(), what="the recovery in the log")
+        wait_for(lambda: "written again" in server.output(), HANG, "the recovery in the log")
         swarm.join(timeout=300)
         assert not swarm.is_alive() and results, server.output()
         free_after = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize

@@ -12,7 +12,6 @@ to timing.
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -20,26 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.storage import HANG, insert_participant, stored_codes, wait_for
 
 from study.storage.database import Storage, StorageUnavailable, fsync_file
 
-HANG = 60.0  # seconds: only catches a hang
 EVENTS = 20
-
-
-def committed_codes(path: Path) -> set[str]:
-    """The participant codes another connection sees committed."""
-    reader = sqlite3.connect(path)
-    try:
-        return {code for (code,) in reader.execute("SELECT code FROM participants")}
-    finally:
-        reader.close()
-
-
-def insert_participant(storage: Storage, code: str) -> None:
-    with storage.event() as db:
-        db.execute("INSERT INTO participants (code, protocol, created_at, step) "
-                   "VALUES (?, 'demo', 1.0, 'consent')", (code,))
 
 
 class RecordingSync:
@@ -54,7 +38,7 @@ class RecordingSync:
         self.lock = threading.Lock()
 
     def __call__(self, wal: Path) -> None:
-        covered = committed_codes(self.path)
+        covered = stored_codes(self.path)
         with self.lock:
             self.runs += 1
             first = self.runs == 1
@@ -65,22 +49,13 @@ class RecordingSync:
             self.durable |= covered
 
 
-def wait_for(condition: Callable[[], bool]) -> None:
-    pause = threading.Event()
-    for _ in range(int(HANG / 0.005)):
-        if condition():
-            return
-        pause.wait(0.005)
-    raise AssertionError("condition not reached")
-
-
 def test_concurrent_events_share_fsyncs_and_each_returns_only_once_durable(tmp_path):
     storage = Storage(tmp_path / "study.sqlite")
     assert storage.wal_sync is not None
     before, syncs_before = storage.wal_sync.committed, storage.wal_sync.syncs
     codes = {f"event{i}" for i in range(EVENTS)}
     sync = RecordingSync(storage.path,
-                         lambda: wait_for(lambda: committed_codes(storage.path) == codes))
+                         lambda: wait_for(lambda: stored_codes(storage.path) == codes))
     storage.wal_sync.sync = sync
     durable_on_return: dict[str, bool] = {}
 
@@ -145,7 +120,7 @@ def test_normal_durability_runs_no_sync_of_its_own(tmp_path):
     assert storage.wal_sync is None
     insert_participant(storage, "normal")
     storage.wait_durable()  # nothing to wait for
-    assert committed_codes(storage.path) == {"normal"}
+    assert stored_codes(storage.path) == {"normal"}
 
 
 def test_a_refusal_counted_only_still_waits_for_what_it_reports(tmp_path):

@@ -1,13 +1,21 @@
-"""A small disk (a tmpfs) and a file that fills it."""
+"""A small disk (a tmpfs) and a file that fills it; an event to store and what another
+connection sees stored; a wait for a condition."""
 
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import subprocess
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from study.storage.database import Storage
+
+HANG = 60.0  # seconds: a wait this long only catches a hang
 
 
 @contextlib.contextmanager
@@ -39,3 +47,31 @@ def fill(disk: Path) -> Path:
         except OSError:
             pass
     return filler
+
+
+def insert_participant(storage: Storage, code: str) -> None:
+    """One event: a participant with ``code``."""
+    with storage.event() as db:
+        db.execute("INSERT INTO participants (code, protocol, created_at, step) "
+                   "VALUES (?, 'demo', 1.0, 'consent')", (code,))
+
+
+def stored_codes(path: Path) -> set[str]:
+    """The participant codes another connection sees committed."""
+    reader = sqlite3.connect(path)
+    try:
+        return {code for (code,) in reader.execute("SELECT code FROM participants")}
+    finally:
+        reader.close()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = HANG,
+             what: str = "condition") -> None:
+    """Poll ``condition`` until it holds. The pause is an ``Event`` wait, not
+    ``time.sleep``, which some storage tests replace."""
+    pause = threading.Event()
+    give_up = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > give_up:
+            raise AssertionError(f"{what} not reached within {timeout} s")
+        pause.wait(0.01)
