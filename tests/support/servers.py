@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -68,9 +69,28 @@ class BackgroundSwarm:
         return self.results[0]
 
 
+def worker_of(url: str, code: str) -> str:
+    """The worker the balancer routes ``code`` to, as its answer names it."""
+    with urllib.request.urlopen(f"{url}/healthz?route={code}", timeout=10) as response:
+        worker = response.headers["X-Study-Worker"]
+    assert worker, "the balancer's answer names no worker"
+    return worker
+
+
+def codes_on_every_worker(url: str, count: int, prefix: str, workers: int) -> list[str]:
+    """``count`` fresh codes the balancer spreads over all ``workers``: random codes are
+    hashed, and six of them land on one of two workers once in 32 draws."""
+    while True:
+        codes = bot_codes(count, prefix)
+        if len({worker_of(url, code) for code in codes}) == workers:
+            return codes
+
+
 def swarm_in_background(url: str, protocol: Path, prefix: str, max_seconds: float,
-                        patience: float) -> BackgroundSwarm:
-    codes = bot_codes(len(BEHAVIOUR_MIX), prefix)
+                        patience: float, workers: int) -> BackgroundSwarm:
+    """The swarm starts on every one of the server's ``workers``, so a killed worker
+    always had someone on it."""
+    codes = codes_on_every_worker(url, len(BEHAVIOUR_MIX), prefix, workers)
     profiles = [Profile((0.8, 0.6), (0.6, 0.4), behaviour, seed=i)
                 for i, behaviour in enumerate(BEHAVIOUR_MIX)]
     facts = StudyFacts.from_protocol(load_protocol(protocol))

@@ -442,8 +442,10 @@ def haproxy_config(host: str, port: int, worker_ports: list[int], tls: Tls | Non
     around a dead worker (a busy one, slow to answer, is not); consistent hashing moves
     only the dead worker's routes, and the avalanche spreads routes that differ in one
     character (``team-7``, ``team-8``) over the workers. Tunnels (websockets) are kept
-    open for a whole study. With ``tls``, HTTPS from ``pem`` (``tls_frontends``). A port
-    in ``fds`` is served from the socket bound for it (``Balanced.bind``)."""
+    open for a whole study. Each answer names its worker (``X-Study-Worker``), so an
+    operator's ``curl -I`` shows where a route goes. With ``tls``, HTTPS from ``pem``
+    (``tls_frontends``). A port in ``fds`` is served from the socket bound for it
+    (``Balanced.bind``)."""
     frontends = tls_frontends(host, port, tls, pem, fds) if tls and pem else f"""frontend study
     bind {_address(host, port, fds)}
     option forwardfor
@@ -474,6 +476,7 @@ backend workers
     cookie STUDY_WORKER insert indirect nocache httponly{secure}
     ignore-persist if {{ urlp({ROUTE_PARAMETER}) -m found }}
     option httpchk GET /healthz
+    http-response set-header X-Study-Worker %[srv_name]
 {servers}
 """
 

@@ -78,7 +78,7 @@ def test_a_redis_restart_mid_round_strands_no_bot(tmp_path):
     try:
         server.start(timeout=180)
         swarm = swarm_in_background(server.url, protocol, "outage", max_seconds=240,
-                                    patience=60)
+                                    patience=60, workers=2)
         wait_for_open_rounds(db, swarm.codes, at_least=3, timeout=90)
         queue.stop()
         stopped = time.time()

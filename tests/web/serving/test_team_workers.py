@@ -26,7 +26,7 @@ def test_killing_the_scheduling_worker_loses_no_team_round(tmp_path, seats):
     try:
         server.start(timeout=180)
         swarm = swarm_in_background(server.url, protocol, f"t{seats}", max_seconds=240,
-                                    patience=30)
+                                    patience=30, workers=2)
         wait_for_open_rounds(db, swarm.codes, at_least=3, timeout=150)
         killed, pid = lease_holder(db)
         os.kill(pid, signal.SIGKILL)

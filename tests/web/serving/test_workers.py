@@ -31,7 +31,8 @@ def test_killing_the_scheduling_worker_loses_nothing(tmp_path):
                           extra=("--workers", "2"))
     try:
         server.start(timeout=180)
-        swarm = swarm_in_background(server.url, protocol, "w2", max_seconds=150, patience=30)
+        swarm = swarm_in_background(server.url, protocol, "w2", max_seconds=150, patience=30,
+                                    workers=2)
         wait_for_open_rounds(db, swarm.codes, at_least=3, timeout=90)
         served = {row["process"] for row in query(db, "SELECT process FROM connections")}
         killed, pid = lease_holder(db)
