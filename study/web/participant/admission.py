@@ -161,14 +161,14 @@ class Admission:
         self.progress_limiter = SharedRateLimiter(client, f"{prefix}:progress",
                                                   self.progress_limiter)
 
-    def admit(self, participant: dict[str, Any], event: str, payload: Any) -> None:
+    def admit(self, code: str, event: str, payload: Any) -> None:
         """Size and rate, before the message's write transaction: with several processes
         the rate asks Redis, and no process should wait on that while holding the
-        database's one write lock."""
+        database's one write lock. Only the code is needed, so nothing is read first."""
         if payload_size(payload) > MAX_PAYLOAD_BYTES:
             raise Rejected("too-large", f"payloads are limited to {MAX_PAYLOAD_BYTES} bytes")
         limiter = self.progress_limiter if event == "progress" else self.limiter
-        if not limiter.allow(participant["code"]):
+        if not limiter.allow(code):
             raise Rejected("rate-limited", f"more than {limiter.burst} messages at once or "
                                            f"{limiter.rate:g} per second")
 

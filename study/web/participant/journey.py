@@ -245,17 +245,16 @@ class Journey:
     def handle(self, event: str, code: str | None, payload: Any) -> dict[str, Any]:
         """Check and apply one client message; the reply is the ack of the socket protocol.
 
-        Size and rate are checked first (the rate may ask Redis). Then the participant's
-        row is read, the message checked and its effect written in one write transaction:
-        participants never wait for each other beyond SQLite's single writer, and two tabs
-        or processes acting for one participant are applied one after the other. Whatever
-        goes wrong inside is a logged refusal with an ack."""
+        Size and rate are checked first, by code alone (the rate may ask Redis). Then the
+        participant's row is read, the message checked and its effect written in one write
+        transaction: participants never wait for each other beyond SQLite's single writer,
+        and two tabs or processes acting for one participant are applied one after the
+        other. Whatever goes wrong inside is a logged refusal with an ack."""
         participant: dict[str, Any] | None = None
         msg_id = payload.get("msg_id") if isinstance(payload, dict) else None
         try:
-            participant = self.storage.participant(code) if code else None
-            if participant is not None:
-                self.admission.admit(participant, event, payload)  # size and rate
+            if code:
+                self.admission.admit(code, event, payload)  # size and rate
             with self.storage.event():
                 participant = self.storage.participant(code) if code else None
                 if participant is None:
@@ -266,7 +265,8 @@ class Journey:
                 self.storage.insert("messages", {"participant_id": participant["id"],
                                                  "msg_id": msg_id, "event": event, "at": now})
                 self.handlers[event](participant, payload, now)
-        except Rejected as rejection:
+        except Rejected as rejection:  # refused before the read: the sender is read now
+            participant = participant or (self.storage.participant(code) if code else None)
             reply = self._refuse(participant, event, msg_id, rejection, payload)
         except StorageUnavailable:  # nothing was stored: the page sends it again later
             reply = unavailable()

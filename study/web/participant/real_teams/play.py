@@ -44,6 +44,9 @@ def plays_agent(seat: dict[str, Any], session: int, number: int) -> bool:
     return (session, number) >= (seat["agent_from_session"], seat["agent_from_round"])
 
 
+PRESENCE_SECONDS = 1.0  # how often presence is looked at: a grace is many seconds
+
+
 class TeamPlay:
     """Rounds, presence and drops of the teams of one protocol."""
 
@@ -59,6 +62,7 @@ class TeamPlay:
         self.policies: dict[tuple[int, int], Policy] = {}
         self.sessions = protocol.sessions
         self.playing_steps = playing_steps(protocol.sessions)
+        self.presence_at: float | None = None  # when presence was last looked at
 
     # --- the clock ----------------------------------------------------------------------
 
@@ -67,14 +71,22 @@ class TeamPlay:
         Runs at every deadline and at least once a second while teams play, inside the
         write transaction every message waits for: so SQL picks the seats whose presence
         changed and the teams with something to start, and only those are looked at.
-        ``reason`` is how overdue rounds close, as their people's rounds do."""
-        changed = self._presence(now)
+        ``reason`` is how overdue rounds close, as their people's rounds do. Presence
+        scans every seat, so a tick at a deadline looks at it once a second at most."""
+        changed = self._presence(now) if self._presence_due(now, reason) else set()
         for due in self.storage.all("SELECT * FROM team_rounds WHERE closed_at IS NULL AND "
                                     "deadline <= ? ORDER BY deadline", (now,)):
             changed |= self._close(due, now, reason)
         for team in self._startable(now):
             changed |= self._start_due(team, now)
         return changed
+
+    def _presence_due(self, now: float, reason: str) -> bool:
+        last = self.presence_at
+        if reason == "deadline" and last is not None and last <= now < last + PRESENCE_SECONDS:
+            return False
+        self.presence_at = now
+        return True
 
     def next_due(self) -> float | None:
         row = self.storage.one("SELECT min(next_round_at) AS at FROM teams "
