@@ -40,7 +40,6 @@ CHECKPOINT_WAIT_SECONDS = 1.0
 # What a write-ahead log keeps of its size once checkpointed: space a full disk once gave it
 # goes back to the filesystem.
 JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
-MMAP_BYTES = 1 << 30  # address space, not memory: pages come from the OS cache
 
 # table -> (columns, not-null columns, foreign keys, unique column groups)
 SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[list[str]]]] = {
@@ -369,9 +368,6 @@ class Storage:
         # the file (whatever the SQLite build's default); see ``checkpoint``.
         self.db.execute("PRAGMA secure_delete=ON")
         self.db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT_BYTES}")
-        # Reads map the file instead of copying it: after another process's commit this
-        # process's page cache starts over, and mapped pages cost no read call each.
-        self.db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         self.health = StorageHealth()
         self.checkpoint_due = False
         self.checkpoint_retry_at = 0.0
