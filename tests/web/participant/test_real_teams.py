@@ -179,6 +179,22 @@ def test_a_closed_page_past_the_grace_hands_the_seat_to_an_agent(tmp_path, teamm
     assert ada.state()["step"] == "questionnaire-1"
 
 
+def test_presence_is_scanned_once_a_second_at_most_however_many_deadlines_fall(
+        tmp_path, teammates):
+    app, clock, _ada, bo = two_in_session(tmp_path, teammates)
+
+    def away_since() -> float | None:
+        return rows(app, "SELECT away_since FROM seats WHERE seat = 1")[0]["away_since"]
+
+    clock.advance(0.2)
+    journey(app).tick(clock.now)  # looked at now
+    bo.leave()
+    journey(app).tick(clock.now + 0.5)  # a deadline half a second later: not again
+    assert away_since() is None
+    journey(app).tick(clock.now + 1.0)
+    assert away_since() == pytest.approx(clock.now + 1.0)
+
+
 def test_a_team_round_closed_across_a_restart_records_recovery_like_its_peoples_rounds(
         tmp_path, teammates):
     app, clock, ada, _bo = two_in_session(tmp_path, teammates)

@@ -181,7 +181,13 @@ def test_a_flood_is_cut_down_to_the_allowed_burst(app):
     reasons = [r["reason"] for r in replies]
     assert reasons.count("rate-limited") >= 10
     assert set(reasons) <= {"out-of-order", "rate-limited"}
-    assert app.extensions["study"].storage.all("SELECT * FROM rounds") == []
+    storage = app.extensions["study"].storage
+    assert storage.all("SELECT * FROM rounds") == []
+    # Refused before the participant's row is read, each refusal is still theirs.
+    logged = storage.all("SELECT r.participant_id, p.code FROM rejections r LEFT JOIN "
+                         "participants p ON p.id = r.participant_id "
+                         "WHERE r.reason = 'rate-limited'")
+    assert logged and {row["code"] for row in logged} == {"flood1"}
 
 
 def test_placing_elements_never_uses_up_the_cookies_own_budget(app):
