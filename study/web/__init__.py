@@ -36,19 +36,16 @@ from study.web.participant.agent_pool import PoolTeammates
 from study.web.participant.inputs import PacketJSON
 from study.web.participant.journey import Journey
 from study.web.serving import queue, security, unavailable
-from study.web.serving.app_class import StudyFlask
+from study.web.serving.app_class import STATIC, TEMPLATES, StudyFlask
 from study.web.serving.processes import Processes
 from study.web.serving.scheduler import Scheduler
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def create_app(config: dict[str, Any]) -> StudyFlask:
     """The app with its journey in ``app.extensions["study"]`` and Socket.IO in
     ``app.extensions["socketio"]``; rounds overdue in the database are closed first."""
     protocol = load_protocol(config["PROTOCOL"])
-    app = StudyFlask(__name__, template_folder=str(ROOT / "templates"),
-                static_folder=str(ROOT / "static"))
+    app = StudyFlask(__name__, template_folder=str(TEMPLATES), static_folder=str(STATIC))
     app.config.update(SECRET_KEY=os.environ.get("STUDY_SECRET_KEY") or secrets.token_hex(16),
                       SCHEDULER=True)
     app.config.update(config)

@@ -10,6 +10,7 @@ anyway), and Socket.IO's path, which no route serves, is not matched.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from flask import Flask, Request
@@ -17,6 +18,8 @@ from flask.sessions import SecureCookieSessionInterface, SessionMixin
 from werkzeug.routing import MapAdapter
 
 SOCKET_IO_PATH = "/socket.io"
+ROOT = Path(__file__).resolve().parents[3]
+TEMPLATES, STATIC = ROOT / "templates", ROOT / "static"
 SESSION_KEY = "study.session"
 
 

@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from study.allocation.model import InvalidInput
+from study.protocol.loader import load_protocol
 from study.web.serving import queue
 from study.web.serving.collector import ShortCollections
+from study.web.serving.unavailable import balancer_error_files
 
 # Connections one gevent worker accepts (gunicorn's default is 1,000).
 WORKER_CONNECTIONS = 10_000
@@ -395,8 +397,9 @@ class Balanced:
         pem = self.tls.write_pem(directory) if self.tls else None
         config = directory / "haproxy.cfg"
         fds = {port: sock.fileno() for port, sock in self.public.items()}
-        config.write_text(haproxy_config(self.host, self.port, ports, self.tls, pem, fds),
-                          encoding="utf-8")
+        errors = balancer_error_files(load_protocol(self.protocol), directory)
+        config.write_text(haproxy_config(self.host, self.port, ports, self.tls, pem, fds,
+                                         errors), encoding="utf-8")
         self.children.append(Child("haproxy", [binary, "-f", str(config), "-db"],
                                    pass_fds=tuple(fds.values())))
         self._release()  # HAProxy holds its own copies
@@ -433,7 +436,8 @@ class Balanced:
 
 
 def haproxy_config(host: str, port: int, worker_ports: list[int], tls: Tls | None = None,
-                   pem: Path | None = None, fds: dict[int, int] | None = None) -> str:
+                   pem: Path | None = None, fds: dict[int, int] | None = None,
+                   error_files: dict[int, Path] | None = None) -> str:
     """HAProxy in front of the workers: a request naming a route (``?route=``, the
     participant page's Socket.IO connection: its team, or its code before it has one) goes
     to the worker that route hashes to, so teammates share a process and their pushes stay
@@ -445,7 +449,8 @@ def haproxy_config(host: str, port: int, worker_ports: list[int], tls: Tls | Non
     open for a whole study. Each answer names its worker (``X-Study-Worker``), so an
     operator's ``curl -I`` shows where a route goes. With ``tls``, HTTPS from ``pem``
     (``tls_frontends``). A port in ``fds`` is served from the socket bound for it
-    (``Balanced.bind``)."""
+    (``Balanced.bind``). ``error_files`` are HAProxy's own answers by status (the
+    study's calm page, ``balancer_error_files``)."""
     frontends = tls_frontends(host, port, tls, pem, fds) if tls and pem else f"""frontend study
     bind {_address(host, port, fds)}
     option forwardfor
@@ -455,6 +460,8 @@ def haproxy_config(host: str, port: int, worker_ports: list[int], tls: Tls | Non
     servers = "\n".join(
         f"    server w{index} 127.0.0.1:{worker} check inter 1s fall 3 rise 1 "
         f"cookie w{index}" for index, worker in enumerate(worker_ports, 1))
+    errors = "".join(f"    errorfile {status} {path}\n"
+                     for status, path in (error_files or {}).items())
     return f"""global
     maxconn {haproxy_max_connections()}
 
@@ -468,7 +475,7 @@ defaults
     timeout check 5s
     option redispatch
     retries 3
-
+{errors}
 {frontends}
 backend workers
     balance url_param {ROUTE_PARAMETER}

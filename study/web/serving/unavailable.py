@@ -2,17 +2,24 @@
 
 A page load that needs a write (a new participant, a console action) answers ``503 Service
 Unavailable`` with ``Retry-After`` and a calm page that reloads itself, instead of an error
-page and a traceback per request; the storage logs the condition once a minute.
+page and a traceback per request; the storage logs the condition once a minute. The same
+page, in the study's language, is what HAProxy answers while no worker can.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from flask import Flask, current_app, render_template
 
+from study.protocol.loader import Protocol
 from study.storage.health import RETRY_AFTER_SECONDS, StorageUnavailable
+from study.web.serving.app_class import STATIC, TEMPLATES
 
 # A page reloads itself later than a message is resent: a reload costs the server more.
 PAGE_RETRY_SECONDS = 3 * RETRY_AFTER_SECONDS
+# What HAProxy answers by itself when no worker can (restarting, stalled, all busy).
+BALANCER_ERRORS = {502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
 
 
 def unavailable_page(_error: Exception) -> tuple[str, int, dict[str, str]]:
@@ -24,3 +31,21 @@ def unavailable_page(_error: Exception) -> tuple[str, int, dict[str, str]]:
 
 def init_app(app: Flask) -> None:
     app.register_error_handler(StorageUnavailable, unavailable_page)
+
+
+def balancer_error_files(protocol: Protocol, directory: Path) -> dict[int, Path]:
+    """The calm page, in the study's language, as HAProxy's own answers (``errorfile``):
+    a participant who reloads while no worker can answer reads the study's words, not
+    the balancer's English, and the page reloads itself."""
+    app = Flask(__name__, template_folder=str(TEMPLATES), static_folder=str(STATIC))
+    with app.test_request_context():
+        body = render_template("unavailable.html", protocol=protocol).encode("utf-8")
+    files = {}
+    for status, reason in BALANCER_ERRORS.items():
+        head = (f"HTTP/1.1 {status} {reason}\r\n"
+                "Content-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\n"
+                f"Retry-After: {PAGE_RETRY_SECONDS}\r\nRefresh: {PAGE_RETRY_SECONDS}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+        files[status] = directory / f"{status}.http"
+        files[status].write_bytes(head.encode("ascii") + body)
+    return files

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
+from support.browser import screenshot_directory
 from support.recruitment import RETURN, pid
 from support.web import CHROMIUM, CHROMIUM_ARGS, DEMO
 
@@ -19,7 +20,6 @@ from study.web.participant.steps import declined_mark
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 WAIT = 30_000
-SHOTS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
 PHONE = {"width": 390, "height": 844}
 
 
@@ -82,7 +82,8 @@ def test_tabs_browsers_return_and_completion(tmp_path):
             code = finisher.wait_for_selector('.completion-code[data-outcome="finished"]')
             assert code.inner_text() == "Your completion code: C1FINISH"
             finisher.click('[data-action="stay"]')  # the page stays: time to look at it
-            finisher.screenshot(path=str(SHOTS / "done-code-phone.png"), full_page=True)
+            finisher.screenshot(path=str(screenshot_directory(tmp_path) / "done-code-phone.png"),
+                                full_page=True)
             finisher.reload()  # without "stay", the page goes to the platform by itself
             finisher.wait_for_url("**/healthz?completed=1", timeout=WAIT)
             chromium.close()
