@@ -124,6 +124,7 @@ def register(subcommands: argparse._SubParsersAction) -> None:
                         help="with --tls-cert: plain HTTP on this port is redirected to "
                              "HTTPS; None: 80")
     parser.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--unix-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--durability", choices=("full", "normal"), default="full",
                         help="what an acknowledged message survives: 'full', a power cut "
                              "(each commit waits for the disk); 'normal', a crash of the "
@@ -233,7 +234,8 @@ def run(args: argparse.Namespace) -> int:
     database = args.db or Path("var") / f"{protocol.name}.sqlite"
     if args.workers == 1 and tls is None:
         server = Single(args.protocol, database, args.pools, args.host, args.port,
-                        args.message_queue, args.durability, args.listen_fd)
+                        args.message_queue, args.durability, args.listen_fd,
+                        args.unix_fd)
     else:
         server = Balanced(args.protocol, database, args.pools, args.host, args.port,
                           args.workers, args.message_queue, args.durability,

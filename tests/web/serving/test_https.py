@@ -161,8 +161,8 @@ def test_haproxy_gets_the_chain_then_the_key_in_a_private_file(tmp_path):
 
 
 def test_on_port_443_the_redirect_names_no_port(tmp_path):
-    config = haproxy_config("0.0.0.0", 443, [20000], Tls(Path("c"), Path("k"), 80),
-                            tmp_path / "tls.pem")
+    config = haproxy_config("0.0.0.0", 443, [tmp_path / "worker-1.sock"],
+                            Tls(Path("c"), Path("k"), 80), tmp_path / "tls.pem")
     assert f"bind 0.0.0.0:443 ssl crt {tmp_path / 'tls.pem'} ssl-min-ver TLSv1.2" in config
     assert "bind 0.0.0.0:80\n" in config
     assert "location https://%[req.hdr(host),regsub(:[0-9]+$,)]%[capture.req.uri]" in config
