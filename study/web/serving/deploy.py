@@ -454,7 +454,8 @@ def worker_socket(directory: Path, number: int) -> Path:
 def haproxy_config(host: str, port: int, workers: list[Path], tls: Tls | None = None,
                    pem: Path | None = None, fds: dict[int, int] | None = None,
                    error_files: dict[int, Path] | None = None) -> str:
-    """HAProxy in front of the workers: a request naming a route (``?route=``, the
+    """HAProxy in front of the workers (reached at the Unix sockets ``workers``): a
+    request naming a route (``?route=``, the
     participant page's Socket.IO connection: its team, or its code before it has one) goes
     to the worker that route hashes to, so teammates share a process and their pushes stay
     in memory; any other request goes to new participants in turn, with a cookie that keeps

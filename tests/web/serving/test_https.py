@@ -165,6 +165,7 @@ def test_on_port_443_the_redirect_names_no_port(tmp_path):
                             Tls(Path("c"), Path("k"), 80), tmp_path / "tls.pem")
     assert f"bind 0.0.0.0:443 ssl crt {tmp_path / 'tls.pem'} ssl-min-ver TLSv1.2" in config
     assert "bind 0.0.0.0:80\n" in config
+    assert f"server w1 unix@{tmp_path / 'worker-1.sock'} check" in config
     assert "location https://%[req.hdr(host),regsub(:[0-9]+$,)]%[capture.req.uri]" in config
 
 
