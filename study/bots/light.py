@@ -54,6 +54,7 @@ HUMAN_PAGE_SECONDS = {"consent": 8.0, "themes": 6.0, "preferences": 6.0, "teamma
 HUMAN_START_SECONDS = 1.5  # reading the round's page before clicking "start"
 FAST_PAGE_SECONDS = 0.05
 ERROR_PAUSE = 5.0  # a slot whose participant failed takes the next one after this pause
+CANCEL_RETRY_SECONDS = 1.0  # at the run's end, bots not yet stopped are cancelled again
 
 
 class Gone(Exception):
@@ -467,12 +468,24 @@ async def _run_slots(plan: SwarmPlan, slots: range) -> SwarmReport:
                 for index in slots]
         await asyncio.wait(bots, timeout=max(0.0, plan.end - time.time()))
         cpu_seconds = time.process_time() - cpu_from[0] if cpu_from else 0.0
-        for task in [*bots, *helpers]:
-            task.cancel()
-        await asyncio.gather(*bots, *helpers, return_exceptions=True)
+        await cancel_all([*bots, *helpers])
     finally:
         await connector.close()
     return SwarmReport(log.acked, log.refused, tally, cpu_seconds, np.array(lags), 1)
+
+
+async def cancel_all(tasks: list[asyncio.Task]) -> None:
+    """Cancel until every task has ended: a cancellation that lands inside the Socket.IO
+    client can be swallowed there, and a bot then went on past the run's end, keeping
+    the whole swarm waiting for it."""
+    pending = {task for task in tasks if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=CANCEL_RETRY_SECONDS)
+    for task in tasks:  # retrieved, so none is reported as never retrieved
+        if not task.cancelled():
+            task.exception()
 
 
 def _run_process(plan: SwarmPlan, slots: range) -> SwarmReport:

@@ -3,6 +3,7 @@ study against a real ``study serve``, and everything the server acknowledged is 
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from study.bots.audit import missing_acknowledged
-from study.bots.light import FAST, Pace, SwarmPlan, run_light_swarm
+from study.bots.light import FAST, Pace, SwarmPlan, cancel_all, run_light_swarm
 from study.bots.participant import StudyFacts
 from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol.loader import load_protocol
@@ -99,3 +100,25 @@ def test_a_study_served_with_normal_durability_says_so_and_loses_nothing(tmp_pat
     assert report.tally.errors == {}
     assert (report.tally.participants, report.tally.finished) == (2, 2)
     assert missing_acknowledged(served.db, report.log) == []
+
+
+def test_the_swarm_ends_even_when_a_bot_swallows_its_first_cancellation():
+    """A cancellation that lands inside the Socket.IO client can be lost there: the bot
+    then played on past the run's end and the swarm never returned."""
+    async def stubborn() -> None:
+        swallowed = 0
+        while True:
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                swallowed += 1
+                if swallowed > 1:
+                    raise
+
+    async def run() -> asyncio.Task:
+        bot = asyncio.create_task(stubborn())
+        await asyncio.sleep(0.05)
+        await asyncio.wait_for(cancel_all([bot]), timeout=60)  # a guard against a hang
+        return bot
+
+    assert asyncio.run(run()).cancelled()
