@@ -333,8 +333,8 @@ class Balanced:
         signal.signal(signal.SIGTERM, lambda number, _: stopping.append(number))
         try:
             prepare_database(self.database, self.durability)
-            ports = self._start_workers(directory)
-            self._start_haproxy(directory, ports)
+            self._start_workers(directory)
+            self._start_haproxy(directory)
             return self._wait(stopping)
         except KeyboardInterrupt:
             return 0
@@ -343,9 +343,9 @@ class Balanced:
             self._stop_all()
             shutil.rmtree(directory, ignore_errors=True)
 
-    def _start_workers(self, directory: Path) -> list[int]:
+    def _start_workers(self, directory: Path) -> None:
         """Bind the workers' ports, start Redis (unless given, or one worker) and the
-        workers, and wait until every worker answers; returns the workers' ports."""
+        workers, and wait until every worker answers."""
         sockets, self.worker_sockets = self.worker_sockets, []
         ports = [int(sock.getsockname()[1]) for sock in sockets]
         try:
@@ -402,13 +402,13 @@ class Balanced:
                  "--durability", self.durability],
                 env=env, pass_fds=(sock.fileno(), unix.fileno())))
 
-    def _start_haproxy(self, directory: Path, ports: list[int]) -> None:
+    def _start_haproxy(self, directory: Path) -> None:
         binary = _need("haproxy", "--tls-cert" if self.tls else "--workers")
         pem = self.tls.write_pem(directory) if self.tls else None
         config = directory / "haproxy.cfg"
         fds = {port: sock.fileno() for port, sock in self.public.items()}
         errors = balancer_error_files(load_protocol(self.protocol), directory)
-        workers = [worker_socket(directory, number) for number in range(1, len(ports) + 1)]
+        workers = [worker_socket(directory, number) for number in range(1, self.workers + 1)]
         config.write_text(haproxy_config(self.host, self.port, workers, self.tls, pem, fds,
                                          errors), encoding="utf-8")
         self.children.append(Child("haproxy", [binary, "-f", str(config), "-db"],
@@ -454,20 +454,19 @@ def worker_socket(directory: Path, number: int) -> Path:
 def haproxy_config(host: str, port: int, workers: list[Path], tls: Tls | None = None,
                    pem: Path | None = None, fds: dict[int, int] | None = None,
                    error_files: dict[int, Path] | None = None) -> str:
-    """HAProxy in front of the workers (reached at the Unix sockets ``workers``): a
-    request naming a route (``?route=``, the
-    participant page's Socket.IO connection: its team, or its code before it has one) goes
-    to the worker that route hashes to, so teammates share a process and their pushes stay
-    in memory; any other request goes to new participants in turn, with a cookie that keeps
-    a browser's long-polling requests on one worker. Health checks every second route
-    around a dead worker (a busy one, slow to answer, is not); consistent hashing moves
-    only the dead worker's routes, and the avalanche spreads routes that differ in one
-    character (``team-7``, ``team-8``) over the workers. Tunnels (websockets) are kept
-    open for a whole study. Each answer names its worker (``X-Study-Worker``), so an
-    operator's ``curl -I`` shows where a route goes. With ``tls``, HTTPS from ``pem``
-    (``tls_frontends``). A port in ``fds`` is served from the socket bound for it
-    (``Balanced.bind``). ``error_files`` are HAProxy's own answers by status (the
-    study's calm page, ``balancer_error_files``)."""
+    """HAProxy in front of the workers, reached at their Unix sockets ``workers``: a
+    request naming a route (``?route=``, the participant page's Socket.IO connection: its
+    team, or its code before it has one) goes to the worker that route hashes to, so
+    teammates share a process and their pushes stay in memory; any other request goes to
+    new participants in turn, with a cookie that keeps a browser's long-polling requests on
+    one worker. Health checks every second route around a dead worker (a busy one, slow
+    to answer, is not); consistent hashing moves only the dead worker's routes, and the
+    avalanche spreads routes that differ in one character (``team-7``, ``team-8``) over
+    the workers. Tunnels (websockets) are kept open for a whole study. Each answer names
+    its worker (``X-Study-Worker``), so an operator's ``curl -I`` shows where a route
+    goes. With ``tls``, HTTPS from ``pem`` (``tls_frontends``). A port in ``fds`` is served
+    from the socket bound for it (``Balanced.bind``). ``error_files`` are HAProxy's own
+    answers by status (the study's calm page, ``balancer_error_files``)."""
     frontends = tls_frontends(host, port, tls, pem, fds) if tls and pem else f"""frontend study
     bind {_address(host, port, fds)}
     option forwardfor

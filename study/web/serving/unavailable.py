@@ -20,13 +20,14 @@ from study.web.serving.app_class import STATIC, TEMPLATES
 PAGE_RETRY_SECONDS = 3 * RETRY_AFTER_SECONDS
 # What HAProxy answers by itself when no worker can (restarting, stalled, all busy).
 BALANCER_ERRORS = {502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+CALM_HEADERS = {"Retry-After": str(PAGE_RETRY_SECONDS), "Refresh": str(PAGE_RETRY_SECONDS),
+                "Cache-Control": "no-store"}
 
 
 def unavailable_page(_error: Exception) -> tuple[str, int, dict[str, str]]:
     """503 with a calm page; browsers reload it after ``PAGE_RETRY_SECONDS``."""
     page = render_template("unavailable.html", protocol=current_app.extensions["study"].protocol)
-    return page, 503, {"Retry-After": str(PAGE_RETRY_SECONDS),
-                       "Refresh": str(PAGE_RETRY_SECONDS), "Cache-Control": "no-store"}
+    return page, 503, CALM_HEADERS
 
 
 def init_app(app: Flask) -> None:
@@ -40,12 +41,12 @@ def balancer_error_files(protocol: Protocol, directory: Path) -> dict[int, Path]
     app = Flask(__name__, template_folder=str(TEMPLATES), static_folder=str(STATIC))
     with app.test_request_context():
         body = render_template("unavailable.html", protocol=protocol).encode("utf-8")
+    headers = {**CALM_HEADERS, "Content-Type": "text/html; charset=utf-8",
+               "Content-Length": str(len(body)), "Connection": "close"}
     files = {}
     for status, reason in BALANCER_ERRORS.items():
-        head = (f"HTTP/1.1 {status} {reason}\r\n"
-                "Content-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\n"
-                f"Retry-After: {PAGE_RETRY_SECONDS}\r\nRefresh: {PAGE_RETRY_SECONDS}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+        head = "".join([f"HTTP/1.1 {status} {reason}\r\n",
+                        *(f"{name}: {value}\r\n" for name, value in headers.items()), "\r\n"])
         files[status] = directory / f"{status}.http"
         files[status].write_bytes(head.encode("ascii") + body)
     return files
