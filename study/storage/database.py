@@ -26,6 +26,8 @@ import sqlite_utils
 from study.storage.health import StorageHealth, StorageUnavailable, is_storage_fault
 
 REAL, INT, TEXT = float, int, str
+# The most events one commit carries: a batch's first event waits for the others' work.
+BATCH_LIMIT = 16
 # How long a write waits for another process's transaction before it gives up.
 BUSY_TIMEOUT_SECONDS = 30
 # What an acknowledged event survives. ``full``: a power cut (its commit is on the disk:
@@ -239,12 +241,18 @@ def _ended_by(error: BaseException | None) -> BaseException:
     return sqlite3.OperationalError("the transaction was rolled back by an earlier error")
 
 
+def cooperative() -> bool:
+    """Whether gevent patched threading: greenlets on one thread, each running until it
+    waits, so no event ever queues for the lock while another writes."""
+    monkey = sys.modules.get("gevent.monkey")
+    return monkey is not None and monkey.is_module_patched("threading")
+
+
 def off_the_loop(function: Callable[[], None]) -> None:
     """Run a blocking system call so the process's other participants go on meanwhile: in
     gevent's thread pool when gevent patched threading (a greenlet waits, the loop runs),
     else right here (a plain thread releases the GIL in the call)."""
-    monkey = sys.modules.get("gevent.monkey")
-    if monkey is not None and monkey.is_module_patched("threading"):
+    if cooperative():
         import gevent
 
         gevent.get_hub().threadpool.apply(function)
@@ -454,7 +462,11 @@ class Storage:
         commit (group commit): each runs in its own savepoint, so a failing one leaves the
         others intact, and the first commits for all once they are in. A process waiting
         for another's write lock thus commits what piled up in one fsync rather than one
-        each. Nested events are savepoints of their outer event."""
+        each. Under gevent nothing queues (a greenlet runs until it waits), so the first
+        event yields once before committing: the events of every participant whose message
+        is ready to run join it, up to ``BATCH_LIMIT``, and a busy process commits once for
+        many messages instead of once each. Nested events are savepoints of their outer
+        event."""
         with self._queued_for_lock():
             self.lock.acquire()
         try:
@@ -472,14 +484,15 @@ class Storage:
                 raise
             batch.members += 1
             leads = batch.members == 1
-            if leads and not self.queued:
+            if leads and not self.queued and not cooperative():
                 self._commit(batch)
         finally:
             self.lock.release()
         if leads and not batch.committed.is_set():
-            time.sleep(0)  # the events queued for the lock go first and join this commit
+            time.sleep(0)  # the events ready to run go first and join this commit
             with self.lock:
-                self._commit(batch)
+                if not batch.committed.is_set():  # unless it filled up and was committed
+                    self._commit(batch)
         batch.committed.wait()
         if batch.error is not None:
             raise batch.error
@@ -536,7 +549,10 @@ class Storage:
             self._close_batch(self._batch, "ROLLBACK")
 
     def _open_batch(self) -> CommitBatch:
-        """The open batch, or a new one with the write lock taken."""
+        """The open batch, or a new one with the write lock taken (a full batch is
+        committed first: its events need not wait for more)."""
+        if self._batch is not None and self._batch.members >= BATCH_LIMIT:
+            self._commit(self._batch)
         if self._batch is None:
             if self.db.conn.in_transaction:  # begun by a statement after its batch failed
                 self.db.conn.execute("ROLLBACK")

@@ -1,6 +1,7 @@
 """Group commit: events queued for the lock behind an open transaction share its commit,
 each returns only once committed, one failing event leaves the others of its batch intact,
-and an event with nobody queued behind it commits at once.
+and an event with nobody queued behind it commits at once. Under gevent, where nothing
+queues, the greenlets ready to run share a commit, up to ``BATCH_LIMIT`` events.
 
 Here the first event starts the others in threads while it holds the lock and waits until
 they are queued; its yield before committing (``time.sleep(0)``) is replaced by one that
@@ -10,7 +11,10 @@ not left to timing.
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +23,7 @@ import pytest
 from support.storage import HANG, wait_for
 
 import study.storage.database as storage_module
-from study.storage.database import Storage
+from study.storage.database import BATCH_LIMIT, Storage
 
 
 @pytest.fixture
@@ -177,3 +181,54 @@ def test_an_event_with_nobody_queued_commits_at_once_without_yielding(storage, m
     insert_step(storage, "two")
     assert commits == ["COMMIT", "COMMIT"]
     assert storage._batch is None
+
+
+GEVENT_BATCHES = """
+import json, sqlite3, sys
+from gevent import monkey
+monkey.patch_all()
+import gevent
+from study.storage.database import Storage
+
+storage = Storage(sys.argv[1], durability="normal")
+commits = []
+storage.db.conn.set_trace_callback(
+    lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None)
+def event(i):
+    with storage.event() as db:
+        db.execute("INSERT INTO participants (code, protocol, created_at, step) "
+                   "VALUES (?, 'demo', 1.0, 'consent')", (f"g{i}",))
+        if i == 3:
+            raise RuntimeError("the handler failed")
+    reader = sqlite3.connect(sys.argv[1])
+    seen = reader.execute("SELECT 1 FROM participants WHERE code = ?", (f"g{i}",)).fetchone()
+    reader.close()
+    return seen is not None
+def outcome(i):
+    try:
+        return "visible" if event(i) else "invisible"
+    except RuntimeError as error:
+        return str(error)
+greenlets = [gevent.spawn(outcome, i) for i in range(int(sys.argv[2]))]
+gevent.joinall(greenlets)
+lone = len(commits)
+event(1000)  # nobody else ready: it commits alone
+print(json.dumps({"commits": lone, "alone": len(commits) - lone,
+                  "outcomes": [g.value for g in greenlets]}))
+"""
+
+
+def test_under_gevent_ready_greenlets_share_commits_of_at_most_the_batch_limit(tmp_path):
+    """As under ``study serve``: a greenlet runs until it waits, so nothing ever queues for
+    the lock. The first event yields once before committing, and the events of the
+    greenlets ready to run join it, up to ``BATCH_LIMIT``; each returns committed, and a
+    failing one leaves the others of its batch stored."""
+    greenlets = 3 * BATCH_LIMIT + 5
+    run = subprocess.run([sys.executable, "-c", GEVENT_BATCHES, str(tmp_path / "g.sqlite"),
+                          str(greenlets)], capture_output=True, text=True, timeout=HANG,
+                         check=True)
+    result = json.loads(run.stdout)
+    assert result["commits"] == 4  # three full batches and the rest
+    assert result["alone"] == 1
+    assert result["outcomes"] == ["visible"] * 3 + ["the handler failed"] + [
+        "visible"] * (greenlets - 4)
