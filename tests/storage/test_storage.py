@@ -105,3 +105,36 @@ def test_every_table_and_column_is_documented():
         for cell in re.findall(r"^\| ([a-z_, ]+) \|", sections[table], re.M):
             documented.update(name.strip() for name in cell.split(","))
         assert set(columns) <= documented, (table, set(columns) - documented)
+
+
+REDUNDANT = ("idx_messages_participant_id", "idx_cookies_round_id", "idx_rounds_session_id")
+
+
+def index_names(path: Path) -> set[str]:
+    with sqlite3.connect(path) as connection:
+        return {name for (name,) in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+
+def test_no_index_repeats_a_unique_one_that_leads_with_its_column(storage):
+    """Every insert writes a page of each index: a foreign key's own index beside a unique
+    index led by the same column would cost a page a message and find nothing more."""
+    names = index_names(storage.path)
+    assert not names & set(REDUNDANT)
+    assert {"idx_messages_participant_id_msg_id", "idx_progress_participant_id"} <= names
+    with sqlite3.connect(storage.path) as connection:
+        plan = " ".join(row[-1] for row in connection.execute(
+            "EXPLAIN QUERY PLAN SELECT max(at) FROM messages WHERE participant_id = 1"))
+    assert "idx_messages_participant_id_msg_id (participant_id=?)" in plan
+
+
+def test_a_database_made_before_loses_its_repeated_indexes_when_opened(tmp_path):
+    path = tmp_path / "old.sqlite"
+    Storage(path).close()
+    with sqlite3.connect(path) as connection:  # as an older version made them
+        for name in REDUNDANT:
+            table, column = name.removeprefix("idx_").split("_", 1)
+            connection.execute(f"CREATE INDEX {name} ON {table} ({column})")
+    assert set(REDUNDANT) <= index_names(path)
+    Storage(path).close()
+    assert not index_names(path) & set(REDUNDANT)
