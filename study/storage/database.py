@@ -394,11 +394,13 @@ class Storage:
                 for group in uniques:
                     self.db[name].create_index(group, unique=True, if_not_exists=True)
                 for column, _ in foreign_keys:
+                    if [column] in uniques or column == pk:
+                        continue
                     if any(group[0] == column for group in uniques):
                         # A unique index led by the column finds its rows: another index
                         # would be one more page written by every insert.
                         self.db.execute(f"DROP INDEX IF EXISTS idx_{name}_{column}")
-                    elif column != pk:
+                    else:
                         self.db[name].create_index([column], if_not_exists=True)
             for name, (columns, pk) in SERVER_SCHEMA.items():
                 self.db[name].create(columns, pk=pk, if_not_exists=True)

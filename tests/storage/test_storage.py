@@ -138,3 +138,18 @@ def test_a_database_made_before_loses_its_repeated_indexes_when_opened(tmp_path)
     assert set(REDUNDANT) <= index_names(path)
     Storage(path).close()
     assert not index_names(path) & set(REDUNDANT)
+
+
+def test_a_unique_index_of_one_column_stays(storage):
+    """A table whose foreign key is unique alone (one binding a participant) keeps the
+    unique index that ``ON CONFLICT`` names."""
+    names = index_names(storage.path)
+    assert {"idx_bindings_participant_id", "idx_lobby_participant_id",
+            "idx_withdrawal_links_participant_id"} <= names
+    storage.insert("participants", {"code": "abc", "protocol": "demo", "created_at": 1.0,
+                                    "step": "consent"})
+    for seen in (1.0, 2.0):
+        storage.write("INSERT INTO bindings (participant_id, browser, bound_at, seen_at) "
+                      "VALUES (1, 'b', 1.0, ?) ON CONFLICT (participant_id) DO UPDATE SET "
+                      "seen_at = excluded.seen_at", (seen,))
+    assert storage.one("SELECT seen_at FROM bindings")["seen_at"] == 2.0
