@@ -111,7 +111,10 @@ class Row:
 
     def people_per_core(self) -> float:
         """Participants one core carries at this row's CPU per message and mix, fully
-        busy (a sizing figure: keep a server well below it)."""
+        busy (a sizing figure: keep a server well below it); none for a row that
+        handled no message (its server failed: the row's bot errors say why)."""
+        if not self.messages_per_second:
+            return float("nan")
         return 1000 / (self.cpu_ms_per_message * self.messages_per_second
                        / self.config.participants)
 
