@@ -95,9 +95,10 @@ class SharedRateLimiter:
         self.local = local
         self.prefix = prefix
         self.script = client.register_script(TOKEN_BUCKET)
-        self.full_after = math.ceil(local.burst / local.rate) + 1  # seconds
+        # Seconds after which an untouched bucket is full again: its key then expires.
+        self.full_after = math.ceil(local.burst / local.rate) + 1
         self.reserve = max(1, local.burst // RESERVE_SHARE)
-        self.held: dict[str, tuple[int, float]] = {}  # key: tokens taken, when
+        self.held: dict[str, int] = {}  # key: tokens taken and not yet spent
         self.retry_at = 0.0
 
     @property
@@ -120,16 +121,19 @@ class SharedRateLimiter:
 
     def _spend_held(self, key: str) -> bool:
         """Spend a token this process holds, taking more from the bucket when none is
-        left. Tokens held past ``full_after`` are dropped: the bucket has refilled."""
-        now = self.local.clock()
-        tokens, taken_at = self.held.pop(key, (0, now))
-        if tokens == 0 or now - taken_at > self.full_after:
-            tokens, taken_at = int(self.script(keys=[f"{self.prefix}:{key}"], args=[
-                self.burst, self.rate, repr(now), self.full_after, self.reserve])), now
+        left. Held tokens are kept however long ago they were taken: a person sends less
+        than a reserve in the seconds a bucket takes to refill, so dropping them then
+        made nearly every message ask Redis, and the most a process holds stays
+        ``reserve - 1``."""
+        tokens = self.held.pop(key, 0)
+        if tokens == 0:
+            tokens = int(self.script(keys=[f"{self.prefix}:{key}"], args=[
+                self.burst, self.rate, repr(self.local.clock()), self.full_after,
+                self.reserve]))
         if tokens == 0:
             return False
         if tokens > 1:
-            self.held[key] = (tokens - 1, taken_at)
+            self.held[key] = tokens - 1
         return True
 
 
