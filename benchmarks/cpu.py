@@ -1,11 +1,14 @@
-"""CPU time a server's processes and the whole machine used in a benchmark's window."""
+"""CPU time a server's processes and the whole machine used in a benchmark's window, and
+the time the server's processes waited for one another's write lock in it."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import psutil
 
@@ -27,20 +30,43 @@ def used_so_far(group: int) -> tuple[Counter[str], float]:
     return server, sum(machine) - machine.idle - getattr(machine, "iowait", 0.0)
 
 
+def lock_wait_so_far(database: Path) -> float:
+    """Seconds the live server processes of ``database`` waited for another's write lock,
+    as their last heartbeats recorded (``processes.lock_wait``)."""
+    try:
+        with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5) as connection:
+            row = connection.execute("SELECT coalesce(sum(lock_wait), 0) FROM processes"
+                                     ).fetchone()
+    except sqlite3.Error:
+        return float("nan")
+    return float(row[0])
+
+
 class CpuWindow:
     """Samples taken by a thread at the window's start and end, so the benchmark's own
     work in between is not in the way."""
 
-    def __init__(self, group: int, start: float, end: float) -> None:
+    def __init__(self, group: int, start: float, end: float,
+                 database: Path | None = None) -> None:
         self.samples: list[tuple[Counter[str], float]] = []
-        self._thread = threading.Thread(target=self._sample, args=(group, (start, end)),
-                                        daemon=True)
+        self.lock_waits: list[float] = []
+        self._thread = threading.Thread(target=self._sample,
+                                        args=(group, database, (start, end)), daemon=True)
         self._thread.start()
 
-    def _sample(self, group: int, moments: tuple[float, float]) -> None:
+    def _sample(self, group: int, database: Path | None,
+                moments: tuple[float, float]) -> None:
         for moment in moments:
             time.sleep(max(0.0, moment - time.time()))
             self.samples.append(used_so_far(group))
+            if database is not None:
+                self.lock_waits.append(lock_wait_so_far(database))
+
+    def lock_wait(self) -> float:
+        """Seconds the server's processes waited for one another's write lock in the
+        window (NaN if not sampled); call after ``used``."""
+        return self.lock_waits[1] - self.lock_waits[0] if len(self.lock_waits) == 2 \
+            else float("nan")
 
     def used(self, timeout: float = 30.0) -> tuple[Counter[str], float]:
         """CPU seconds of the group's programs and of the machine in the window (none and

@@ -21,6 +21,8 @@ takes a new one. After the ramp and a settling pause, a window of steady state i
   in ``messages``, or refused, logged in ``rejections``);
 - CPU per message: the server's processes (gunicorn, HAProxy, Redis) CPU time in the window
   over those messages; the server's and the bots' CPU share of the machine;
+- write-lock wait: the share of the window a worker waited for another worker's write
+  lock (each heartbeat records its process's total, ``processes.lock_wait``);
 - acknowledged but missing: acknowledged messages the database lacks (whole run);
 - lock errors: "database is locked" in the server's log (whole run).
 
@@ -108,6 +110,8 @@ class Row:
     # progress and acknowledged messages (cookies, pages, rounds) a participant-second
     mix: tuple[float, float] = (0.0, 0.0)
     cpu_ms_by_program: dict[str, float] = field(default_factory=dict)  # per message
+    # share of the window a worker waited for another worker's write lock, on average
+    lock_wait_share: float = float("nan")
 
     def people_per_core(self) -> float:
         """Participants one core carries at this row's CPU per message and mix, fully
@@ -131,7 +135,8 @@ class Row:
         refused = ", ".join(f"{reason} {n}" for reason, n in t.refused.most_common()) or "none"
         return (f"participants {t.participants} (finished {t.finished}), progress reports "
                 f"{t.progress_sent}, {self.pushes_seen()}, server CPU ms a message by "
-                f"program: {self.by_program()}, "
+                f"program: {self.by_program()}, waiting for another worker's write "
+                f"lock {self.lock_wait_share:.1%} of a worker's time, "
                 f"resent after a timeout {t.resent}, reconnects "
                 f"{t.reconnects}, refused: {refused}")
 
@@ -214,12 +219,14 @@ def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row
                      facts=StudyFacts.from_protocol(load_protocol(protocol)), seed=args.seed,
                      prefix=f"{config.pace[0]}{config.workers}w")
     try:
-        cpu = CpuWindow(server.process.pid, plan.measure_from, plan.end)
+        cpu = CpuWindow(server.process.pid, plan.measure_from, plan.end, db)
         report = run_light_swarm(plan, swarm_processes(config.participants, args.swarm_processes))
         time.sleep(1.0)  # the last rounds of the window close
     finally:
         server.stop()
-    return summarise(config, plan, report, cpu.used(), db, server.output())
+    row = summarise(config, plan, report, cpu.used(), db, server.output())
+    row.lock_wait_share = cpu.lock_wait() / ((plan.end - plan.measure_from) * config.workers)
+    return row
 
 
 def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,

@@ -184,7 +184,7 @@ TEAM_INDEXES = (("seats", ["team_id", "seat"], True), ("seats", ["participant_id
 # alive, which one holds the round scheduler's lease, which connections each serves.
 SERVER_SCHEMA: dict[str, tuple[dict[str, type], str]] = {
     "processes": ({"id": TEXT, "pid": INT, "host": TEXT, "started_at": REAL,
-                   "last_seen": REAL}, "id"),
+                   "last_seen": REAL, "lock_wait": REAL}, "id"),
     "leases": ({"name": TEXT, "holder": TEXT, "expires_at": REAL, "renewed_at": REAL}, "name"),
     "connections": ({"sid": TEXT, "process": TEXT, "code": TEXT, "at": REAL}, "sid"),
     "counters": ({"name": TEXT, "count": INT, "at": REAL}, "name"),
@@ -360,6 +360,9 @@ class Storage:
         self._lost: BaseException | None = None  # what ended the last batch's transaction
         self._nesting = threading.local()  # this thread's events under way, for ``health``
         self.queued = 0  # events waiting for the lock
+        # Seconds this process's events waited for another process's write lock: what
+        # several processes sharing the file cost (the heartbeat records it).
+        self.lock_wait = 0.0
         self._queue_lock = threading.Lock()
         self._keys: dict[str, str] = {}
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -398,6 +401,7 @@ class Storage:
                         self.db[name].create_index([column], if_not_exists=True)
             for name, (columns, pk) in SERVER_SCHEMA.items():
                 self.db[name].create(columns, pk=pk, if_not_exists=True)
+                self._add_missing_columns(name, columns)
             for name, (columns, not_null) in TEAM_SCHEMA.items():
                 self.db[name].create(columns, pk="id", not_null=not_null, if_not_exists=True)
                 self._add_missing_columns(name, columns)
@@ -599,17 +603,21 @@ class Storage:
         sleeps a millisecond or so (a gevent-patched sleep lets the process's other
         participants go on) and asks again, up to the busy timeout."""
         connection = self.db.conn
-        give_up = time.monotonic() + BUSY_TIMEOUT_SECONDS
-        delay = 0.0005
+        asked = time.monotonic()
+        give_up = asked + BUSY_TIMEOUT_SECONDS
+        delay, waited = 0.0005, False
         connection.execute("PRAGMA busy_timeout = 0")
         try:
             while True:
                 try:
                     connection.execute("BEGIN IMMEDIATE")
+                    if waited:
+                        self.lock_wait += time.monotonic() - asked
                     return
                 except sqlite3.OperationalError as error:
                     if "locked" not in str(error) or time.monotonic() > give_up:
                         raise
+                waited = True
                 time.sleep(delay)
                 delay = min(delay * 2, 0.004)
         finally:

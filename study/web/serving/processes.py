@@ -50,13 +50,15 @@ class Processes:
         return row["at"] if row else None
 
     def beat(self) -> bool:
-        """Write this process's heartbeat and renew or take the scheduler's lease; returns
+        """Write this process's heartbeat (with the seconds it has waited for another's
+        write lock) and renew or take the scheduler's lease; returns
         whether this process holds the lease. One transaction, so two processes never both
         take a lapsed lease."""
         now = self.clock()
         with self.storage.event() as db:
             db["processes"].upsert({"id": self.id, "pid": os.getpid(),
-                                    "host": socket.gethostname(), "last_seen": now}, pk="id")
+                                    "host": socket.gethostname(), "last_seen": now,
+                                    "lock_wait": self.storage.lock_wait}, pk="id")
             db.execute("UPDATE processes SET started_at = ? WHERE id = ? AND started_at IS "
                        "NULL", (now, self.id))
             lease = self.storage.one("SELECT * FROM leases WHERE name = ?", (SCHEDULER_LEASE,))

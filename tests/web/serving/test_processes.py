@@ -4,6 +4,8 @@ connection counts, and writes from two processes at once."""
 from __future__ import annotations
 
 import multiprocessing
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -116,3 +118,43 @@ def test_a_push_skips_the_queue_only_for_a_participant_connected_here_alone(tmp_
     one_process = RecordingSocketIO({"alone-here"})
     sockets.notifier(one_process, here, shared=False)("alone-here", "station", {})
     assert one_process.emits == [("alone-here", False)]
+
+
+def count_event(storage: Storage) -> None:
+    with storage.event() as db:
+        db.execute("INSERT INTO counters (name, count, at) VALUES ('n', 1, 0) ON CONFLICT "
+                   "(name) DO UPDATE SET count = count + 1")
+
+
+def test_the_time_waited_for_another_processs_write_lock_goes_into_the_heartbeat(
+        tmp_path, monkeypatch):
+    path = tmp_path / "study.sqlite"
+    holder, waiter = Storage(path), Storage(path)  # two connections, as two processes
+    count_event(waiter)
+    assert waiter.lock_wait == 0.0  # nobody else wrote: no wait
+    asked_again, held = threading.Event(), threading.Event()
+    sleep = time.sleep
+
+    def noting(seconds: float) -> None:  # the waiter's pause before asking again
+        asked_again.set()
+        sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", noting)
+
+    def hold() -> None:
+        with holder.event():  # the write lock, until the waiter has found it taken
+            held.set()
+            asked_again.wait(30)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(30)
+    started = time.monotonic()
+    count_event(waiter)
+    elapsed = time.monotonic() - started
+    thread.join()
+    assert asked_again.is_set() and 0.0 < waiter.lock_wait <= elapsed
+    processes = Processes(waiter, Clock())
+    processes.beat()
+    row = waiter.one("SELECT lock_wait FROM processes WHERE id = ?", (processes.id,))
+    assert row == {"lock_wait": waiter.lock_wait}
