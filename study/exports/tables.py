@@ -484,6 +484,8 @@ CODEBOOK: tuple[Table, ...] = (
         Column("host", "TEXT", "host name"),
         _at("started_at", "its first heartbeat"),
         _at("last_seen", "its latest heartbeat (every 0.5 s while alive)"),
+        Column("lock_wait", "REAL", "time its events waited for another process's write "
+               "lock, as of its latest heartbeat", units="s"),
     )),
     Table("leases", "a role exactly one server process holds at a time", (
         Column("name", "TEXT", "the role (primary key)", allowed="round-scheduler"),
