@@ -17,7 +17,7 @@ import requests
 
 from study.bots.servers import ServeProcess, free_port
 from study.commands.serve import PORT_RANGE_TEXT
-from study.web.serving.deploy import PORT_RANGE, StartFailed, hold_ports
+from study.web.serving.deploy import PORT_RANGE, Child, StartFailed, _redis_ready, hold_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "protocols" / "demo.toml"
@@ -116,3 +116,14 @@ def test_workers_and_redis_listen_on_the_given_ports_of_a_fresh_database(tmp_pat
     assert "Traceback" not in server.output(), server.output()[-3000:]
     with sqlite3.connect(db) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_why_redis_exited_is_read_before_the_next_port_is_chosen():
+    """Redis that lost its port to another program exits, and says so on a line the
+    reader may not have taken yet: two servers starting at once then stopped at the taken
+    port instead of trying the next one. Here the line comes after the exit."""
+    late = Child("redis-server", ["sh", "-c", "(sleep 0.3; echo 'bind: Address already in "
+                                  "use') & exit 1"], forward=False,
+                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert not _redis_ready(late)
+    assert late.said("Address already in use")

@@ -552,6 +552,7 @@ def _redis_ready(redis: Child, timeout: float = 30.0) -> bool:
         if redis.said("Ready to accept connections"):
             return True
         if redis.poll() is not None:
+            redis.reader.join(timeout=10)  # its last lines, which say why (a port taken)
             return False
         time.sleep(0.05)
     raise StartFailed(f"redis-server (pid {redis.pid})", f"not ready within {timeout} s")
