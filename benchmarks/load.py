@@ -224,13 +224,12 @@ def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row
         time.sleep(1.0)  # the last rounds of the window close
     finally:
         server.stop()
-    row = summarise(config, plan, report, cpu.used(), db, server.output())
-    row.lock_wait_share = cpu.lock_wait() / ((plan.end - plan.measure_from) * config.workers)
-    return row
+    return summarise(config, plan, report, cpu.used(), cpu.lock_wait(), db, server.output())
 
 
 def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
-              cpu: tuple[Counter[str], float], db: Path, server_log: str) -> Row:
+              cpu: tuple[Counter[str], float], lock_wait: float, db: Path,
+              server_log: str) -> Row:
     window = plan.end - plan.measure_from
     # Every acknowledged cookie once, from its first send: one answered as a duplicate was
     # resent after its first ack came too late, and that wait is the participant's.
@@ -263,7 +262,8 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
                station_pushes(db, plan.measure_from, plan.end),
                (progress / (window * config.participants),
                 answered / (window * config.participants)),
-               {name: 1000 * seconds / max(messages, 1) for name, seconds in programs.items()})
+               {name: 1000 * seconds / max(messages, 1) for name, seconds in programs.items()},
+               lock_wait / (window * config.workers))
 
 
 def station_pushes(db: Path, start: float, end: float) -> dict[int, int]:
