@@ -6,12 +6,13 @@ connection; below that, a payload above ``MAX_PAYLOAD_BYTES`` or a burst beyond 
 participant's rate is refused like any other bad message (logged, nothing changed), so a
 stuck or hostile tab cannot flood the database or starve the other participants.
 
-With a Redis message queue (several server processes), a participant's buckets live in
-Redis, so a flood split over the processes is limited as one. A process takes a few tokens
-at a time from a bucket (one atomic script call) and spends them in memory: a participant's
-connections all reach one process (docs/study-day.md#serving-one-process-or-several), so
-Redis is asked once every few messages, not for each. Without Redis, and in each process
-while Redis is away, the buckets live in memory.
+With a Redis message queue (several server processes), a participant's buckets are handed
+between the processes through Redis, so a flood split over them is still limited. A
+participant's tabs all reach one process (docs/study-day.md#serving-one-process-or-several),
+and only their newest tab's messages are taken (``binding``): the process a tab joins takes
+the participant's bucket over from Redis, spends it in its memory, and hands it back when
+the tab leaves. Redis is asked once a join and once a leave, never for a message. Without
+Redis, and in each process while Redis is away, the buckets live in memory alone.
 """
 
 from __future__ import annotations
@@ -42,25 +43,10 @@ PROGRESS_RATE = 12.0
 # tried again (a message never waits on a Redis that is away).
 REDIS_RETRY_SECONDS = 5.0
 REDIS_TIMEOUT_SECONDS = 1.0
-# A process takes up to a fifth of a bucket's burst at once (4 messages, 8 placed
-# elements). Tokens it holds are not in the bucket, which meanwhile refills to its burst:
-# a flood split over N processes passes at most N * (reserve - 1) more than one bucket's.
+# A tab that joins one process while the participant's newer tab was on another takes over
+# at most a fifth of a bucket's burst (4 messages, 8 placed elements): the other process
+# may still be spending the bucket it has not handed back.
 RESERVE_SHARE = 5
-# A bucket's tokens taken at once, as one atomic script: KEYS[1] the bucket; ARGV burst,
-# rate, now, the seconds after which an untouched bucket is full again (then it is
-# dropped), and how many tokens are wanted. Returns how many were taken (0 if none is left).
-TOKEN_BUCKET = """
-local burst, rate, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens, last = tonumber(state[1]) or burst, tonumber(state[2]) or now
-tokens = math.min(burst, tokens + math.max(0, now - last) * rate)
-local taken = math.min(tonumber(ARGV[5]), math.floor(tokens))
-tokens = tokens - taken
-redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens),
-           'at', string.format('%.17g', math.max(now, last)))
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-return taken
-"""
 
 log = logging.getLogger(__name__)
 
@@ -79,26 +65,52 @@ class RateLimiter:
     def allow(self, key: str) -> bool:
         now = self.clock()
         with self.lock:
-            tokens, last = self.buckets.get(key, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + max(0.0, now - last) * self.rate)
+            tokens = self._level(key, now)
             allowed = tokens >= 1.0
             self.buckets[key] = (tokens - 1.0 if allowed else tokens, now)
             return allowed
 
+    def _level(self, key: str, now: float) -> float:
+        tokens, last = self.buckets.get(key, (float(self.burst), now))
+        return min(float(self.burst), tokens + max(0.0, now - last) * self.rate)
+
+    def arrive(self, key: str, displaced_elsewhere: bool = False) -> None:
+        """A tab of ``key`` joined: one process alone keeps every bucket already."""
+
+    def leave(self, key: str) -> None:
+        """The last tab of ``key`` here left: its bucket stays until the process ends."""
+
+    def level(self, key: str) -> float:
+        """The bucket's tokens now (a full bucket for a key never seen)."""
+        with self.lock:
+            return self._level(key, self.clock())
+
+    def fill(self, key: str, tokens: float) -> None:
+        with self.lock:
+            self.buckets[key] = (min(float(self.burst), tokens), self.clock())
+
+    def remove(self, key: str) -> float:
+        """Take the bucket out of this process; returns its tokens now."""
+        with self.lock:
+            tokens = self._level(key, self.clock())
+            self.buckets.pop(key, None)
+            return tokens
+
 
 class SharedRateLimiter:
-    """``RateLimiter``'s buckets in Redis, shared by every server process, drawn on a few
-    tokens at a time (``held``); ``local`` (this process's own buckets) stands in while
-    Redis is away, as Flask-Limiter's limits do."""
+    """``RateLimiter``'s buckets handed between processes through Redis: a process spends
+    the buckets of the participants whose tab it serves in its memory (``local``), taking
+    each over from Redis when the tab joins and handing it back when the tab leaves. While
+    Redis is away the buckets stay in memory, as Flask-Limiter's limits do."""
 
     def __init__(self, client: redis.Redis, prefix: str, local: RateLimiter) -> None:
+        self.client = client
         self.local = local
         self.prefix = prefix
-        self.script = client.register_script(TOKEN_BUCKET)
         # Seconds after which an untouched bucket is full again: its key then expires.
         self.full_after = math.ceil(local.burst / local.rate) + 1
         self.reserve = max(1, local.burst // RESERVE_SHARE)
-        self.held: dict[str, int] = {}  # key: tokens taken and not yet spent
+        self.here: set[str] = set()  # the keys whose bucket this process holds
         self.retry_at = 0.0
 
     @property
@@ -110,31 +122,57 @@ class SharedRateLimiter:
         return self.local.rate
 
     def allow(self, key: str) -> bool:
-        if time.monotonic() >= self.retry_at:
-            try:
-                return self._spend_held(key)
-            except redis.RedisError as error:
-                self.retry_at = time.monotonic() + REDIS_RETRY_SECONDS
-                log.warning("message rate limits in this process's memory for %g s: "
-                            "Redis failed (%s)", REDIS_RETRY_SECONDS, error)
+        if key not in self.here:  # a message before any join here (a restarted process)
+            self.arrive(key)
         return self.local.allow(key)
 
-    def _spend_held(self, key: str) -> bool:
-        """Spend a token this process holds, taking more from the bucket when none is
-        left. Held tokens are kept however long ago they were taken: a person sends less
-        than a reserve in the seconds a bucket takes to refill, so dropping them then
-        made nearly every message ask Redis, and the most a process holds stays
-        ``reserve - 1``."""
-        tokens = self.held.pop(key, 0)
-        if tokens == 0:
-            tokens = int(self.script(keys=[f"{self.prefix}:{key}"], args=[
-                self.burst, self.rate, repr(self.local.clock()), self.full_after,
-                self.reserve]))
-        if tokens == 0:
-            return False
-        if tokens > 1:
-            self.held[key] = tokens - 1
-        return True
+    def arrive(self, key: str, displaced_elsewhere: bool = False) -> None:
+        """A tab of ``key`` joined here: take its bucket over from Redis, where the last
+        process to serve it left it. A tab that displaced one on another process takes at
+        most a reserve: that process may still be spending the bucket."""
+        if key in self.here and not displaced_elsewhere:
+            return
+        tokens = min(self._handed_back(key), self.local.level(key))
+        if displaced_elsewhere:
+            tokens = min(tokens, float(self.reserve))
+        self.local.fill(key, tokens)
+        self.here.add(key)
+
+    def leave(self, key: str) -> None:
+        """The last tab of ``key`` here left: hand its bucket back to Redis."""
+        if key not in self.here:
+            return
+        self.here.discard(key)
+        tokens = self.local.remove(key)
+        self._redis(lambda: self.client.pipeline(transaction=False).hset(
+            self._key(key), mapping={"tokens": repr(tokens), "at": repr(self.local.clock())}
+        ).expire(self._key(key), self.full_after).execute(), None)
+
+    def _handed_back(self, key: str) -> float:
+        """The bucket's tokens now as the last process left it (full if none did, or while
+        Redis is away)."""
+        state = self._redis(lambda: self.client.hmget(self._key(key), "tokens", "at"),
+                            [None, None])
+        if state[0] is None or state[1] is None:
+            return float(self.burst)
+        elapsed = max(0.0, self.local.clock() - float(state[1]))
+        return min(float(self.burst), float(state[0]) + elapsed * self.rate)
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}:{key}"
+
+    def _redis(self, call: Callable[[], Any], otherwise: Any) -> Any:
+        """``call`` on Redis, or ``otherwise`` while Redis is away (tried again after
+        ``REDIS_RETRY_SECONDS``; a join never waits on a Redis that is away)."""
+        if time.monotonic() < self.retry_at:
+            return otherwise
+        try:
+            return call()
+        except redis.RedisError as error:
+            self.retry_at = time.monotonic() + REDIS_RETRY_SECONDS
+            log.warning("message rate limits in this process's memory for %g s: "
+                        "Redis failed (%s)", REDIS_RETRY_SECONDS, error)
+            return otherwise
 
 
 def payload_size(payload: Any) -> int:
@@ -165,10 +203,20 @@ class Admission:
         self.progress_limiter = SharedRateLimiter(client, f"{prefix}:progress",
                                                   self.progress_limiter)
 
+    def arrive(self, code: str, displaced_elsewhere: bool) -> None:
+        """A tab of ``code`` joined this process (``displaced_elsewhere``: its newer tab
+        until now was on another): its buckets are spent here from now on."""
+        for limiter in (self.limiter, self.progress_limiter):
+            limiter.arrive(code, displaced_elsewhere)
+
+    def leave(self, code: str) -> None:
+        """The last tab of ``code`` on this process left: its buckets go back to Redis."""
+        for limiter in (self.limiter, self.progress_limiter):
+            limiter.leave(code)
+
     def admit(self, code: str, event: str, payload: Any) -> None:
-        """Size and rate, before the message's write transaction: with several processes
-        the rate asks Redis, and no process should wait on that while holding the
-        database's one write lock. Only the code is needed, so nothing is read first."""
+        """Size and rate, before the message's write transaction, by the code alone, so
+        nothing is read first."""
         if payload_size(payload) > MAX_PAYLOAD_BYTES:
             raise Rejected("too-large", f"payloads are limited to {MAX_PAYLOAD_BYTES} bytes")
         limiter = self.progress_limiter if event == "progress" else self.limiter

@@ -73,6 +73,11 @@ class Connections:
             self.unjoined.pop(sid, None)
             self.refused.pop(sid, None)
 
+    def another_tab(self, sid: str, code: str) -> bool:
+        """Whether a connection other than ``sid`` joined here as ``code``."""
+        with self.lock:
+            return any(other != sid and joined == code for other, joined in self.codes.items())
+
     def unjoined_message(self, sid: str) -> bool:
         """Count a message of a connection that has not joined; False past the limit."""
         with self.lock:
@@ -169,6 +174,10 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
             return unavailable()
         if displaced is None:  # stored nowhere: the code's participant did nothing
             return not_joined(sid, refusal("other-browser", ELSEWHERE["other-browser"]))
+        # The code's message rates are spent here from now on; a tab displaced on another
+        # process is one this process never bound.
+        journey.admission.arrive(code, any(connections.code(other) is None
+                                           for other in displaced))
         connections.bind(sid, code)
         join_room(code)
         # Read again once in the room: a round that closed since the first read is either
@@ -184,7 +193,12 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
         sid = request.sid  # type: ignore[attr-defined]
         if sent_by_client(sid):
             return unknown("disconnect", sid)
-        if connections.code(sid) is not None:
+        code = connections.code(sid)
+        if code is not None:
+            if not connections.another_tab(sid, code):
+                # Handed back before the connection's row goes: a join elsewhere then
+                # finds either the row (and takes a reserve) or the bucket as it was left.
+                journey.admission.leave(code)
             with contextlib.suppress(StorageUnavailable):  # a live row outlives a full disk
                 processes.disconnected(sid)
         connections.drop(sid)

@@ -1,11 +1,13 @@
 """A participant's message rate limits hold across server processes: with a Redis message
-queue the token buckets live in Redis, so a flood split over two processes is limited as
-one; without Redis, or while it is away, each process limits in its own memory."""
+queue a process takes a participant's bucket over from Redis when their tab joins and hands
+it back when the tab leaves, so a flood split over two processes is limited as one; without
+Redis, or while it is away, each process limits in its own memory."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -19,7 +21,6 @@ from study.web.participant.admission import (
     RATE,
     RESERVE_SHARE,
     Admission,
-    SharedRateLimiter,
 )
 
 
@@ -30,61 +31,71 @@ def shared(url: str, clock: FakeClock) -> Admission:
     return admission
 
 
-def test_two_processes_draw_on_one_bucket_per_participant(redis_url):
+def spend(admission: Admission, code: str, messages: int) -> int:
+    """How many of ``messages`` at once the admission's message bucket lets through."""
+    return sum(admission.limiter.allow(code) for _ in range(messages))
+
+
+def test_a_bucket_handed_back_by_one_process_is_taken_over_by_the_next(redis_url):
     clock = FakeClock()
     first, second = shared(redis_url, clock), shared(redis_url, clock)
-    allowed = [(first if n % 2 else second).limiter.allow("code-1") for n in range(2 * BURST)]
-    assert sum(allowed) == BURST  # in each process's memory it would be 2 * BURST
-    assert not first.limiter.allow("code-1") and not second.limiter.allow("code-1")
-    assert first.limiter.allow("code-2")  # another participant has a bucket of their own
+    first.arrive("code-1", displaced_elsewhere=False)
+    assert spend(first, "code-1", BURST + 5) == BURST
+    first.leave("code-1")  # the tab moved: the next process finds the bucket empty ...
+    second.arrive("code-1", displaced_elsewhere=False)
+    assert spend(second, "code-1", 5) == 0  # ... where in its memory it would be full
+    assert spend(second, "code-2", 1) == 1  # another participant has a bucket of their own
     clock.advance(1.0)
-    refilled = [(first if n % 2 else second).limiter.allow("code-1") for n in range(20)]
-    assert sum(refilled) == RATE
+    assert spend(second, "code-1", 20) == RATE
     progress = [second.progress_limiter.allow("code-1") for _ in range(PROGRESS_BURST + 1)]
     assert sum(progress) == PROGRESS_BURST  # placed elements have their own bucket
 
 
-def count_script_calls(limiter: SharedRateLimiter) -> list[int]:
-    """Wrap the limiter's Redis script; the list grows by one per call."""
-    calls: list[int] = []
-    script = limiter.script
-
-    def counted(**kwargs):
-        calls.append(1)
-        return script(**kwargs)
-
-    limiter.script = counted  # type: ignore[assignment]
-    return calls
+def test_a_tab_that_displaced_one_on_another_process_starts_with_a_reserve(redis_url):
+    clock = FakeClock()
+    first, second = shared(redis_url, clock), shared(redis_url, clock)
+    first.arrive("code-1", displaced_elsewhere=False)
+    assert spend(first, "code-1", 2) == 2  # the older tab, still open, never handed back
+    second.arrive("code-1", displaced_elsewhere=True)
+    assert spend(second, "code-1", BURST) == BURST // RESERVE_SHARE
+    first.arrive("code-1", displaced_elsewhere=True)  # and back: what is left here, at most
+    assert spend(first, "code-1", BURST) == BURST // RESERVE_SHARE
 
 
-def test_one_process_asks_redis_once_for_a_few_messages(redis_url):
+class CountingRedis:
+    """A Redis client that counts the commands sent through it."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        self.calls += 1
+        return getattr(self.client, name)
+
+
+def test_messages_on_the_process_holding_the_bucket_never_ask_redis(redis_url):
     clock = FakeClock()
     admission = shared(redis_url, clock)
-    calls = count_script_calls(admission.limiter)
-    allowed = [admission.limiter.allow("code-few") for _ in range(BURST + 3)]
-    assert sum(allowed) == BURST  # the same bucket as one process's memory ...
-    reserve = BURST // RESERVE_SHARE
-    assert len(calls) == BURST // reserve + 3  # ... with a call per reserve, and per refusal
-    clock.advance(1.0)
-    assert sum(admission.limiter.allow("code-few") for _ in range(10)) == RATE
-
-
-def test_tokens_held_are_spent_after_any_pause_without_asking_again(redis_url):
-    clock = FakeClock()
-    admission = shared(redis_url, clock)
-    calls = count_script_calls(admission.limiter)
-    reserve = BURST // RESERVE_SHARE
-    assert admission.limiter.allow("code-idle")
-    clock.advance(60.0)  # a person reading a page: the bucket refilled long ago
-    assert all(admission.limiter.allow("code-idle") for _ in range(reserve - 1))
-    assert len(calls) == 1 and "code-idle" not in admission.limiter.held
-    assert admission.limiter.allow("code-idle") and len(calls) == 2
+    counting = CountingRedis(admission.limiter.client)
+    admission.limiter.client = counting  # type: ignore[assignment]
+    admission.arrive("code-busy", displaced_elsewhere=False)
+    assert counting.calls == 1
+    allowed = 0
+    for _ in range(200):  # a person's minute and more at twice the rate the bucket refills
+        allowed += admission.limiter.allow("code-busy")
+        clock.advance(2 / RATE)
+    assert allowed == 200 and counting.calls == 1
+    admission.leave("code-busy")
+    assert counting.calls == 2
 
 
 def test_with_redis_away_each_process_limits_in_its_memory():
     admission = shared(f"redis://127.0.0.1:{free_port()}/0", FakeClock())
-    allowed = [admission.limiter.allow("code-1") for _ in range(BURST + 5)]
-    assert sum(allowed) == BURST
+    admission.arrive("code-1", displaced_elsewhere=False)
+    assert spend(admission, "code-1", BURST + 5) == BURST
+    admission.leave("code-1")  # nowhere to hand it back: forgotten, and the study goes on
+    assert spend(admission, "code-2", BURST + 5) == BURST
 
 
 def flood(url: str, http: requests.Session, code: str, messages: int) -> list[str]:
