@@ -72,6 +72,10 @@ class RateLimiter:
 
     def _level(self, key: str, now: float) -> float:
         tokens, last = self.buckets.get(key, (float(self.burst), now))
+        return self.refilled(tokens, last, now)
+
+    def refilled(self, tokens: float, last: float, now: float) -> float:
+        """The tokens at ``now`` of a bucket that held ``tokens`` at ``last``."""
         return min(float(self.burst), tokens + max(0.0, now - last) * self.rate)
 
     def arrive(self, key: str, displaced_elsewhere: bool = False) -> None:
@@ -155,8 +159,7 @@ class SharedRateLimiter:
                             [None, None])
         if state[0] is None or state[1] is None:
             return float(self.burst)
-        elapsed = max(0.0, self.local.clock() - float(state[1]))
-        return min(float(self.burst), float(state[0]) + elapsed * self.rate)
+        return self.local.refilled(float(state[0]), float(state[1]), self.local.clock())
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}:{key}"
