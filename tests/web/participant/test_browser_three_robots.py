@@ -182,8 +182,9 @@ def assert_stored(server: LiveServer, code: str, chosen: dict) -> None:
         a, b = key.split("|")
         tokens.append(f"{a}={b}" if value == "=" else f"{value}>{a if value == b else b}")
     assert post["fairer"] == ";".join(tokens)
-    assert stored(server, "SELECT count(*) AS n FROM rejections WHERE participant_id = ?",
-                  pid)[0]["n"] == 0
+    refused = stored(server, "SELECT event, reason, detail FROM rejections WHERE "
+                             "participant_id = ?", pid)
+    assert [tuple(row) for row in refused] == []  # a failure names what was refused, and why
 
 
 def test_three_robots_on_a_desktop_at_a_persons_pace(server: LiveServer, browser,
