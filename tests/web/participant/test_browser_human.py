@@ -9,7 +9,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from support.browser import PHONE, HumanHands, reach_the_teammate, stored
+from support.browser import (
+    PHONE,
+    HumanHands,
+    assert_only_slow_refusals,
+    reach_the_teammate,
+    stored,
+)
 from support.web import DEMO, LiveServer, make_app
 
 from study.bots.human import Human
@@ -66,8 +72,7 @@ def test_a_person_at_an_ordinary_pace_completes_the_demo(server: LiveServer,
         server, "SELECT plan FROM sessions WHERE participant_id = ? AND number > 0 "
                 "ORDER BY number", participant["id"])]
     assert len(plans) == 2 and plans[0] != plans[1], "the two robots must differ"
-    assert stored(server, "SELECT count(*) AS n FROM rejections WHERE participant_id = ?",
-                  participant["id"])[0]["n"] == 0
+    assert_only_slow_refusals(server, participant["id"])
 
 
 def test_on_a_phone_the_practice_measures_a_person_too(server: LiveServer,
