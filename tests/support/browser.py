@@ -115,13 +115,16 @@ class Participant:
                 self.decorate(shot if number == 1 else None)
                 self.wait_count(number)
             except PlaywrightError:
-                closed = not self.page.locator(f'.bakery[data-round="{round_id}"]').count()
-                if may_close_early and closed:
+                if may_close_early and not self.running(round_id):
                     break
                 raise
         self.page.wait_for_selector(f'.bakery[data-round="{round_id}"]', state="detached",
                                     timeout=30_000)
         return int(round_id)
+
+    def running(self, round_id: str | None) -> bool:
+        """Whether the page still shows the round (its clock may have closed it)."""
+        return self.page.locator(f'.bakery[data-round="{round_id}"]').count() > 0
 
     def wait_count(self, number: int) -> None:
         self.page.wait_for_function(
@@ -191,7 +194,7 @@ class HumanHands(Participant):
                 else:
                     self.squares_move(previous, action.content)
             except PlaywrightError:
-                if self.page.locator(f'.bakery[data-round="{round_id}"]').count():
+                if self.running(round_id):
                     raise
                 break  # on a busy machine the round closed under the person's hand, as it may
             previous = ("" if letters else []) if action.finished else action.content
