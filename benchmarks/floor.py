@@ -9,11 +9,16 @@ no answer, a ``cookie`` message one row and an acknowledgement. Under ``--durabi
 it commits with SQLite's ``synchronous=FULL``, the plain way to be durable. Nothing else:
 no participants, rounds, rate limits, pushes or checks.
 
+With ``--workers N`` it is N such servers on one database file, each on a port of its own,
+and the clients split evenly over them: what N processes sharing one SQLite file cost on
+this stack and machine, without a balancer or a queue. A writer that finds the file locked
+by another process waits without holding up its event loop.
+
 Its clients are ``--participants`` Socket.IO connections (asyncio, in one or two processes,
 as the light bots) that send progress and cookie messages at random moments, at
 ``--progress-rate`` and ``--cookie-rate`` a second each: ``benchmarks.load --floor`` gives
 them the rates its study's bots sent in their window. Reported: cookie ack p50/p95/p99,
-messages a second, and the floor server's CPU milliseconds per message.
+messages a second, and the floor servers' CPU milliseconds per message.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ DURABILITIES = ("normal", "full")
 SCHEMA = "CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, code TEXT, " \
          "event TEXT, content TEXT, at REAL)"
 CLIENTS_PER_PROCESS = 500
+LOCKED_RETRY_SECONDS = 0.0005  # a gevent sleep: the other process's commit is that short
 
 
 def create_app():  # type: ignore[no-untyped-def]
@@ -49,15 +55,22 @@ def create_app():  # type: ignore[no-untyped-def]
     app = Flask(__name__)
     socketio = SocketIO(app, async_mode="gevent")
     db = sqlite3.connect(os.environ["FLOOR_DB"], check_same_thread=False,
-                         isolation_level=None)
+                         isolation_level=None, timeout=0)  # SQLite's own wait stops the loop
     db.execute("PRAGMA journal_mode=WAL")
     db.execute(f"PRAGMA synchronous={os.environ['FLOOR_DURABILITY'].upper()}")
     db.execute(SCHEMA)
 
     def store(event: str, payload: dict) -> None:
-        with db:  # one transaction per message
-            db.execute("INSERT INTO messages (code, event, content, at) VALUES (?, ?, ?, ?)",
-                       (payload.get("code"), event, str(payload.get("content")), time.time()))
+        row = (payload.get("code"), event, str(payload.get("content")), time.time())
+        while True:  # one transaction per message, retried while another process writes
+            try:
+                db.execute("INSERT INTO messages (code, event, content, at) "
+                           "VALUES (?, ?, ?, ?)", row)
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error):
+                    raise
+                time.sleep(LOCKED_RETRY_SECONDS)
 
     @app.get("/healthz")
     def healthz() -> str:
@@ -76,37 +89,46 @@ def create_app():  # type: ignore[no-untyped-def]
 
 
 class FloorServer:
-    """The floor server in a process group of its own (its CPU is measured as one)."""
+    """``workers`` floor servers on one database, in one process group (their CPU is
+    measured as one): one gunicorn with one gevent worker each, on a port of its own."""
 
-    def __init__(self, directory: Path, durability: str) -> None:
+    def __init__(self, directory: Path, durability: str, workers: int = 1) -> None:
         self.db = directory / "floor.sqlite"
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.urls = tuple(f"http://127.0.0.1:{free_port()}" for _ in range(workers))
         self.durability = durability
         self.log = directory / "floor.log"
-        self.process: subprocess.Popen | None = None
+        self.processes: list[subprocess.Popen] = []
 
     def __enter__(self) -> FloorServer:
-        env = {**os.environ, "FLOOR_DB": str(self.db), "FLOOR_DURABILITY": self.durability}
-        command = [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "1",
-                   "--worker-connections", "10000", "-b", f"127.0.0.1:{self.port}",
-                   "--log-level", "warning", "benchmarks.floor:create_app()"]
-        with self.log.open("w") as log:
-            self.process = subprocess.Popen(command, env=env, stdout=log, stderr=log,
-                                            start_new_session=True)
-        wait_healthy(self.url, 60, self.process)
+        try:
+            self._start()
+        except BaseException:  # none left running when one fails to start
+            self.__exit__()
+            raise
         return self
+
+    def _start(self) -> None:
+        env = {**os.environ, "FLOOR_DB": str(self.db), "FLOOR_DURABILITY": self.durability}
+        with self.log.open("w") as log:
+            for url in self.urls:
+                command = [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "1",
+                           "--worker-connections", "10000", "-b", url.removeprefix("http://"),
+                           "--log-level", "warning", "benchmarks.floor:create_app()"]
+                group = self.group if self.processes else 0  # 0: a group of its own
+                self.processes.append(subprocess.Popen(command, env=env, stdout=log,
+                                                       stderr=log, process_group=group))
+                wait_healthy(url, 60, self.processes[-1])  # one creates the file at a time
 
     @property
     def group(self) -> int:
-        """Its process group: gunicorn's arbiter and worker."""
-        assert self.process is not None
-        return self.process.pid
+        """Their process group: the first gunicorn's."""
+        return self.processes[0].pid
 
     def __exit__(self, *exc: object) -> None:
-        if self.process is not None:
-            os.killpg(self.process.pid, 15)
-            self.process.wait(timeout=30)
+        if self.processes:
+            os.killpg(self.group, 15)
+            for process in self.processes:
+                process.wait(timeout=30)
 
     def messages_between(self, start: float, end: float) -> int:
         with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True) as connection:
@@ -118,7 +140,7 @@ class FloorServer:
 class Traffic:
     """What the clients send: per participant, messages a second of each kind."""
 
-    url: str
+    urls: tuple[str, ...]  # the floor servers; participant n connects to the n-th, in turn
     progress_rate: float
     cookie_rate: float
     start: float  # when the first client connects (they arrive over ``ramp``)
@@ -127,22 +149,24 @@ class Traffic:
     end: float
 
 
-async def participant(traffic: Traffic, code: str, rng: np.random.Generator,
+async def participant(traffic: Traffic, number: int, rng: np.random.Generator,
                       latencies: list[float]) -> None:
-    """One connection: progress and cookie messages at random moments; cookie acks timed
-    (those sent inside the window)."""
+    """Connection ``number``: progress and cookie messages at random moments; cookie acks
+    timed (those sent inside the window)."""
     import socketio
 
+    code = f"floor-{number}"
     await asyncio.sleep(max(0.0, traffic.start + rng.uniform(0, traffic.ramp) - time.time()))
     client = socketio.AsyncClient(reconnection=False)
-    await client.connect(traffic.url, transports=["websocket"], wait_timeout=60)
+    await client.connect(traffic.urls[number % len(traffic.urls)], transports=["websocket"],
+                         wait_timeout=60)
     rate = traffic.progress_rate + traffic.cookie_rate
-    number = 0
+    sent = 0
     try:
         while time.time() < traffic.end:
             await asyncio.sleep(rng.exponential(1 / rate))
-            number += 1
-            payload = {"code": code, "msg_id": f"{code}-{number}", "content": number}
+            sent += 1
+            payload = {"code": code, "msg_id": f"{code}-{sent}", "content": sent}
             if rng.uniform() * rate < traffic.progress_rate:
                 await client.emit("progress", payload)
                 continue
@@ -154,22 +178,21 @@ async def participant(traffic: Traffic, code: str, rng: np.random.Generator,
         await client.disconnect()
 
 
-async def _clients(traffic: Traffic, codes: list[str], seed: int) -> list[float]:
+async def _clients(traffic: Traffic, numbers: range, seed: int) -> list[float]:
     latencies: list[float] = []
-    rngs = np.random.default_rng(seed).spawn(len(codes))
-    await asyncio.gather(*(participant(traffic, code, rng, latencies)
-                           for code, rng in zip(codes, rngs, strict=True)))
+    rngs = np.random.default_rng(seed).spawn(len(numbers))
+    await asyncio.gather(*(participant(traffic, number, rng, latencies)
+                           for number, rng in zip(numbers, rngs, strict=True)))
     return latencies
 
 
-def _run_clients(traffic: Traffic, codes: list[str], seed: int) -> list[float]:
-    return asyncio.run(_clients(traffic, codes, seed))
+def _run_clients(traffic: Traffic, numbers: range, seed: int) -> list[float]:
+    return asyncio.run(_clients(traffic, numbers, seed))
 
 
 def run_clients(traffic: Traffic, participants: int, seed: int) -> np.ndarray:
     """The clients in processes of at most ``CLIENTS_PER_PROCESS``; every cookie's latency."""
-    codes = [f"floor-{n}" for n in range(participants)]
-    chunks = [codes[n:n + CLIENTS_PER_PROCESS]
+    chunks = [range(n, min(n + CLIENTS_PER_PROCESS, participants))
               for n in range(0, participants, CLIENTS_PER_PROCESS)]
     with ProcessPoolExecutor(len(chunks)) as pool:
         parts = list(pool.map(_run_clients, [traffic] * len(chunks), chunks,
@@ -180,6 +203,7 @@ def run_clients(traffic: Traffic, participants: int, seed: int) -> np.ndarray:
 @dataclass
 class FloorRow:
     durability: str
+    workers: int
     participants: int
     cookie_ms: np.ndarray  # p50, p95, p99
     cookies: int
@@ -188,7 +212,7 @@ class FloorRow:
 
     def markdown(self) -> str:
         c = self.cookie_ms
-        return (f"| floor | {self.durability} | 1 | {self.participants} | "
+        return (f"| floor | {self.durability} | {self.workers} | {self.participants} | "
                 f"{c[0]:.0f} / {c[1]:.0f} / {c[2]:.0f} ({self.cookies}) | "
                 f"{self.messages_per_second:.0f} | {self.cpu_ms_per_message:.2f} |")
 
@@ -199,19 +223,19 @@ HEADER = ("| server | durability | workers | participants | cookie ack p50 / p95
 
 def run_floor(directory: Path, durability: str, participants: int, progress_rate: float,
               cookie_rate: float, ramp: float, settle: float, steady: float,
-              seed: int = 1) -> FloorRow:
-    """One floor configuration: a fresh server and database, the clients, the figures."""
+              seed: int = 1, workers: int = 1) -> FloorRow:
+    """One floor configuration: fresh servers and database, the clients, the figures."""
     directory.mkdir(parents=True, exist_ok=True)
-    with FloorServer(directory, durability) as server:
+    with FloorServer(directory, durability, workers) as server:
         start = time.time() + 2.0
         measure_from = start + ramp + settle
-        traffic = Traffic(server.url, progress_rate, cookie_rate, start, ramp, measure_from,
+        traffic = Traffic(server.urls, progress_rate, cookie_rate, start, ramp, measure_from,
                           measure_from + steady)
         cpu = CpuWindow(server.group, measure_from, traffic.end)
         latencies = run_clients(traffic, participants, seed) * 1000
         messages = server.messages_between(measure_from, traffic.end)
     server_cpu = cpu.used()[0].total() or float("nan")
-    return FloorRow(durability, participants,
+    return FloorRow(durability, workers, participants,
                     np.percentile(latencies, [50, 95, 99]) if len(latencies)
                     else np.full(3, np.nan), len(latencies), messages / steady,
                     1000 * server_cpu / max(messages, 1))
@@ -227,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="cookie messages a second per participant")
     parser.add_argument("--durability", type=lambda text: text.split(","),
                         default=list(DURABILITIES))
+    parser.add_argument("--workers", type=lambda text: [int(n) for n in text.split(",")],
+                        default=[1], help="floor servers on one database, comma-separated "
+                        "counts (e.g. 1,2: one run each)")
     parser.add_argument("--ramp", type=float, default=10.0)
     parser.add_argument("--settle", type=float, default=5.0)
     parser.add_argument("--steady", type=float, default=30.0)
@@ -235,10 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(HEADER)
     for durability in args.durability:
-        row = run_floor(args.dir / durability, durability, args.participants,
-                        args.progress_rate, args.cookie_rate, args.ramp, args.settle,
-                        args.steady)
-        print(row.markdown(), flush=True)
+        for workers in args.workers:
+            row = run_floor(args.dir / f"{durability}-{workers}w", durability,
+                            args.participants, args.progress_rate, args.cookie_rate,
+                            args.ramp, args.settle, args.steady, workers=workers)
+            print(row.markdown(), flush=True)
     return 0
 
 

@@ -32,9 +32,11 @@ Goal: 1,000 participants with ack p95 <= 50 ms, drift p95 <= 50 ms and max <= 25
 0 acknowledged missing, 0 lock errors.
 
 ``--floor`` adds the floor server (``benchmarks.floor``: Flask-SocketIO, gevent, one SQLite
-transaction a message, nothing else) at each participant count and durability, its
-clients sending the study's mix of messages; the last table gives every row's people per
-core, over the floor's CPU per message, and projected for 8 and 16 cores.
+transaction a message, nothing else) at each participant count, durability and worker
+count, its clients sending the study's mix of messages; the last table gives every row's
+people per core, over the floor's CPU per message, and projected for 8 and 16 cores. Each
+row with several workers is also given over one worker, beside the floor's same ratio: what
+a second process costs on this machine whatever it runs.
 
 Several ``--protocol`` run in every configuration, one after the other; each one's ack p95
 is also given over the first's. Real teams of three against agent teammates (their lobby
@@ -139,6 +141,11 @@ class Row:
                 f"lock {self.lock_wait_share:.1%} of a worker's time, "
                 f"resent after a timeout {t.resent}, reconnects "
                 f"{t.reconnects}, refused: {refused}")
+
+    def workers_cpu_ms(self) -> float:
+        """The study's workers' CPU a message, without the balancer and the queue."""
+        return sum(ms for name, ms in self.cpu_ms_by_program.items()
+                   if name not in ("haproxy", "redis-server"))
 
     def by_program(self) -> str:
         """The server's CPU per message split by program: the study's workers (python),
@@ -309,20 +316,54 @@ def against_first_study(rows: list[Row]) -> list[str]:
 
 
 def floor_rows(rows: list[Row], args: argparse.Namespace, base: Path) -> list[FloorRow]:
-    """The floor server (``benchmarks.floor``) at each participant count and durability of
-    the human rows, its clients sending the first such row's mix of messages."""
+    """The floor server (``benchmarks.floor``) at each participant count, durability and
+    worker count of the human rows, its clients sending the first such row's mix of
+    messages."""
     floors = []
-    for participants, durability in dict.fromkeys(
-            (r.config.participants, r.config.durability) for r in rows
-            if r.config.pace == "human"):
+    for participants, durability, workers in dict.fromkeys(
+            floor_key(r) for r in rows if r.config.pace == "human"):
         first = next(r for r in rows if r.config.pace == "human" and
-                     (r.config.participants, r.config.durability) == (participants, durability))
-        floor = run_floor(base / f"floor-{durability}-{participants}", durability,
+                     floor_key(r) == (participants, durability, workers))
+        floor = run_floor(base / f"floor-{durability}-{workers}w-{participants}", durability,
                           participants, *first.mix, ramp=args.ramp, settle=SETTLE_SECONDS,
-                          steady=args.steady, seed=args.seed)
+                          steady=args.steady, seed=args.seed, workers=workers)
         print(f"floor as {first.config.study.stem}'s mix: {floor.markdown()}", flush=True)
         floors.append(floor)
     return floors
+
+
+def floor_key(row: Row) -> tuple[int, str, int]:
+    return row.config.participants, row.config.durability, row.config.workers
+
+
+def floor_of(row: Row, floors: list[FloorRow]) -> FloorRow | None:
+    """The floor run like ``row``: same participants, durability and workers."""
+    return next((f for f in floors if (f.participants, f.durability, f.workers)
+                 == floor_key(row)), None)
+
+
+def against_one_worker(rows: list[Row], floors: list[FloorRow]) -> list[str]:
+    """Each human row's CPU a message over the same study's on one worker, the workers'
+    own CPU alone (without HAProxy and Redis), and the floor's ratio at the same counts:
+    what several processes cost on this machine and stack, against what the study adds."""
+    lines = []
+    for row in (r for r in rows if r.config.pace == "human" and r.config.workers > 1):
+        one = next((r for r in rows if r.config.pace == "human" and r.config.workers == 1
+                    and (r.config.study, r.config.participants, r.config.durability)
+                    == (row.config.study, row.config.participants, row.config.durability)),
+                   None)
+        if one is None:
+            continue
+        floor, floor_one = floor_of(row, floors), floor_of(one, floors)
+        against_floor = "" if floor is None or floor_one is None else \
+            f"; the floor's {floor.cpu_ms_per_message / floor_one.cpu_ms_per_message:.2f}"
+        lines.append(f"{row.config.study.stem}, {row.config.durability}, "
+                     f"{row.config.participants}: {row.config.workers} workers over 1, CPU a "
+                     f"message {row.cpu_ms_per_message / one.cpu_ms_per_message:.2f} (the "
+                     f"workers alone {row.workers_cpu_ms() / one.workers_cpu_ms():.2f})"
+                     f"{against_floor}; ack p95 {row.cookie_ms[1]:.0f} against "
+                     f"{one.cookie_ms[1]:.0f} ms")
+    return lines
 
 
 def capacity(rows: list[Row], floors: list[FloorRow]) -> list[str]:
@@ -333,8 +374,7 @@ def capacity(rows: list[Row], floors: list[FloorRow]) -> list[str]:
              "| server CPU ms/message | over the floor's | people per core | "
              "8 cores at 70 % | 16 cores at 70 % |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in (r for r in rows if r.config.pace == "human"):
-        floor = next((f for f in floors if (f.participants, f.durability)
-                      == (row.config.participants, row.config.durability)), None)
+        floor = floor_of(row, floors)
         over = f"{row.cpu_ms_per_message / floor.cpu_ms_per_message:.2f}" if floor else "-"
         per_core = row.people_per_core()
         lines.append(f"| {row.config.study.stem} | {row.config.durability} | "
@@ -412,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     print(HEADER)
     for row in rows:
         print(row.markdown())
-    for line in against_first_study(rows):
+    for line in against_first_study(rows) + against_one_worker(rows, floors):
         print(line)
     if floors:
         print(f"\n{FLOOR_HEADER}")
