@@ -39,6 +39,35 @@ TEAMMATES_FINISHED = """([round, seats]) => {
   return (done || !running) && { running, persons, shown };
 }"""
 
+# The robot's delivery played through in steps of 100 ms: where its kits or the robot
+# itself would lie over the box of kits waiting, or a kit past the lane's end (each such
+# moment and what).
+ROBOT_LANE_UNCLEAR = """() => {
+  const runner = document.getElementById("runner");
+  const kits = document.querySelector(".robot-lane .fetch-station");
+  if (!runner || !kits) return ["no robot lane"];
+  const box = kits.getBoundingClientRect();
+  const lane = runner.parentElement.getBoundingClientRect();
+  runner.classList.remove("delivering");
+  void runner.offsetWidth;  // restarts the delivery
+  runner.classList.add("delivering");
+  const [delivery] = runner.getAnimations();
+  delivery.pause();
+  const over = [];
+  for (let at = 0; at <= delivery.effect.getTiming().duration; at += 100) {
+    delivery.currentTime = at;
+    for (const node of runner.querySelectorAll(".carried, .robot")) {
+      const r = node.getBoundingClientRect();
+      if (r.left < box.right && r.right > box.left && r.top < box.bottom && r.bottom > box.top)
+        over.push(`${node.getAttribute("class")} at ${at} ms`);
+      if (r.right > lane.right || r.left < lane.left)
+        over.push(`${node.getAttribute("class")} cut off at ${at} ms`);
+    }
+  }
+  delivery.finish();
+  return over;
+}"""
+
 
 class Participant:
     """A participant's hands and eyes on the study page."""
@@ -51,6 +80,12 @@ class Participant:
     def shot(self, name: str | None) -> None:
         if self.shots is not None and name is not None:
             self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+
+    def robot_lane_unclear(self) -> list[str]:
+        """Where the robot or a kit it carries would cover the kits waiting or be cut off
+        at the lane's end, as it hands out a round's kits (none: the round's robot lane
+        reads clearly throughout)."""
+        return self.page.evaluate(ROBOT_LANE_UNCLEAR)
 
     def step(self, name: str, timeout: float = 30_000) -> None:
         self.page.wait_for_selector(f'[data-step="{name}"]', timeout=timeout)

@@ -54,6 +54,8 @@ class PhonePlayer(Participant):
         self.page.wait_for_timeout(300)  # the tiles and the teammate's strip laid out
         kind = "letters" if self.page.locator(".round-cookie").count() else "squares"
         assert outside_the_screen(self.page) == [], f"{step} ({kind})"
+        if self.page.locator(".robot-lane").count():
+            assert self.robot_lane_unclear() == [], step
         if self.shots is not None:
             self.page.screenshot(path=str(self.shots / f"{shot}-{kind}.png"))
         round_id = self.page.locator(".bakery").get_attribute("data-round")

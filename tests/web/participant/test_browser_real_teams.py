@@ -93,6 +93,7 @@ def test_three_people_play_one_robot_and_an_agent_takes_a_closed_tab(
     assert cy.page.locator(".station.theirs[data-kind=agent]").count() == 1
     ada.shot("teams-round-agent-desktop")
     cy.shot("teams-round-agent-phone")
+    assert ada.robot_lane_unclear() == [] and cy.robot_lane_unclear() == []
     play_team_round([ada, cy])
     play_team_round([ada, cy])
     for person in (ada, cy):
