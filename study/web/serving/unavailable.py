@@ -16,6 +16,8 @@ from study.protocol.loader import Protocol
 from study.storage.health import RETRY_AFTER_SECONDS, StorageUnavailable
 from study.web.serving.app_class import STATIC, TEMPLATES
 
+# Where the stylesheet's frame (colours, sign, card) ends: the balancer's page inlines it.
+FRAME_END = "/* The frame ends here"
 # A page reloads itself later than a message is resent: a reload costs the server more.
 PAGE_RETRY_SECONDS = 3 * RETRY_AFTER_SECONDS
 # What HAProxy answers by itself when no worker can (restarting, stalled, all busy).
@@ -34,13 +36,22 @@ def init_app(app: Flask) -> None:
     app.register_error_handler(StorageUnavailable, unavailable_page)
 
 
+def frame_css() -> str:
+    """The stylesheet's frame, the part every page's sign and card need: small enough for
+    HAProxy's buffer, where the whole stylesheet is not."""
+    css = (STATIC / "css" / "bakery.css").read_text(encoding="utf-8")
+    return css[:css.index(FRAME_END)]
+
+
 def balancer_error_files(protocol: Protocol, directory: Path) -> dict[int, Path]:
     """The calm page, in the study's language, as HAProxy's own answers (``errorfile``):
-    a participant who reloads while no worker can answer reads the study's words, not
-    the balancer's English, and the page reloads itself."""
+    a participant who reloads while no worker can answer reads the study's words in the
+    study's frame, not the balancer's English, and the page reloads itself. The frame's
+    styles are inline: no worker is there to serve the stylesheet."""
     app = Flask(__name__, template_folder=str(TEMPLATES), static_folder=str(STATIC))
     with app.test_request_context():
-        body = render_template("unavailable.html", protocol=protocol).encode("utf-8")
+        body = render_template("unavailable.html", protocol=protocol,
+                               frame_css=frame_css()).encode("utf-8")
     headers = {**CALM_HEADERS, "Content-Type": "text/html; charset=utf-8",
                "Content-Length": str(len(body)), "Connection": "close"}
     files = {}

@@ -1,6 +1,8 @@
 """What HAProxy answers by itself, when no worker can, is the study's calm page in the
 study's language: a participant who reloads while both workers are stalled reads German
-in the German demo, and the page reloads itself until the workers answer again."""
+in the German demo, and the page reloads itself until the workers answer again. It
+carries its frame's styles inline (no worker is there to serve the stylesheet), so it
+looks like the study's pages in Chromium on a desktop and a phone."""
 
 from __future__ import annotations
 
@@ -11,10 +13,14 @@ from pathlib import Path
 
 import pytest
 import requests
+from playwright.sync_api import sync_playwright
+from support.browser import DESKTOP, PHONE, assert_fits, screenshot_directory
 from support.servers import query
+from support.web import CHROMIUM, CHROMIUM_ARGS
 
 from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol.loader import load_protocol
+from study.web.serving.unavailable import balancer_error_files
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
@@ -60,3 +66,33 @@ def test_stalled_workers_leave_the_balancer_answering_the_calm_page_in_german(tm
     assert "No server is available" not in calm.text
     assert calm.headers["Refresh"] == calm.headers["Retry-After"]
     assert calm.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert "<style>" in calm.text and 'rel="stylesheet"' not in calm.text
+
+
+@pytest.mark.browser
+def test_the_balancers_calm_page_is_styled_without_a_worker(tmp_path):
+    """HAProxy's copy, every request from it refused (as while no worker answers), is
+    drawn in the study's frame: the sign, the card, its heading's serif font."""
+    files = balancer_error_files(load_protocol(ROOT / "protocols" / "demo-de.toml"), tmp_path)
+    html = files[503].read_bytes().split(b"\r\n\r\n", 1)[1].decode("utf-8")
+    shots = screenshot_directory(tmp_path)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for name, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+                page = chromium.new_page(viewport=viewport, device_scale_factor=2)
+                page.route("**/*", lambda route: route.abort())
+                page.set_content(html)
+                heading = page.locator("main .card h2")
+                assert heading.evaluate("h => getComputedStyle(h).fontFamily").startswith(
+                    "Georgia")
+                assert page.locator("header.sign").evaluate(
+                    "h => getComputedStyle(h).backgroundColor") == "rgb(90, 56, 37)"
+                assert page.locator("main .card").evaluate(
+                    "c => getComputedStyle(c).borderTopWidth") == "3px"
+                assert_fits(page, f"the balancer's calm page on a {name}")
+                page.screenshot(path=str(shots / f"balancer-calm-de-{name}.png"),
+                                full_page=True)
+                page.close()
+        finally:
+            chromium.close()
