@@ -33,10 +33,10 @@ Goal: 1,000 participants with ack p95 <= 50 ms, drift p95 <= 50 ms and max <= 25
 
 ``--floor`` adds the floor server (``benchmarks.floor``: Flask-SocketIO, gevent, one SQLite
 transaction a message, nothing else) at each participant count, durability and worker
-count, its clients sending the study's mix of messages; the last table gives every row's
-people per core, over the floor's CPU per message, and projected for 8 and 16 cores. Each
-row with several workers is also given over one worker, beside the floor's same ratio: what
-a second process costs on this machine whatever it runs.
+count, its clients sending the first study's mix of messages; the last table gives every
+row's people per core, over the floor's CPU per message, and projected for 8 and 16 cores.
+Each row with several workers is also given over one worker, beside the floor's same
+ratio: what a second process costs on this machine whatever it runs.
 
 Several ``--protocol`` run in every configuration, one after the other; each one's ack p95
 is also given over the first's. Real teams of three against agent teammates (their lobby
@@ -423,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
                              "teammates, and reports the ack p95 ratio")
     parser.add_argument("--floor", action="store_true",
                         help="also run the floor server (benchmarks.floor) at each "
-                             "participant count and durability, with the study's mix")
+                             "participant count, durability and worker count, with the "
+                             "first study's mix")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep every configuration's database and server log in DIR")
     args = parser.parse_args(argv)
