@@ -44,9 +44,11 @@ MARGIN = 1.5
 
 @pytest.fixture(scope="module")
 def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """teams2 with 15 s rounds, open enrolment, and only each person's own timer."""
+    """teams2 with 45 s rounds, open enrolment, and only each person's own timer."""
     text = (ROOT / "protocols" / "teams2.toml").read_text(encoding="utf-8")
-    for pattern, value in ((r"(?m)^round_seconds = \d+", "round_seconds = 25"),
+    # a round long enough for Sam's one cookie (up to 24 clicks or 10 drags, each a few
+    # calls into Chromium) on a machine busy with the whole suite: 25 s once was not
+    for pattern, value in ((r"(?m)^round_seconds = \d+", "round_seconds = 45"),
                            (r"(?m)^practice_seconds = \d+", "practice_seconds = 15"),
                            # a break long enough to read the last round's summary
                            (r"(?m)^break_seconds = \d+", "break_seconds = 30"),
