@@ -101,6 +101,18 @@ def swarm_in_background(url: str, protocol: Path, prefix: str, max_seconds: floa
     return BackgroundSwarm(thread, codes, results)
 
 
+def processes_serving(db: Path, workers: int, timeout: float) -> set[str]:
+    """The processes with a live connection, once all ``workers`` have one: a bot that
+    refreshes or drops its connection has none for a moment, and a worker whose bots all
+    do so at once looks empty. As they are at the timeout if that never comes."""
+    give_up = time.monotonic() + timeout
+    while True:
+        served = {row["process"] for row in query(db, "SELECT process FROM connections")}
+        if len(served) == workers or time.monotonic() > give_up:
+            return served
+        time.sleep(0.05)
+
+
 def lease_holder(db: Path) -> tuple[str, int]:
     [row] = query(db, "SELECT l.holder, p.pid FROM leases l JOIN processes p ON "
                       "p.id = l.holder")

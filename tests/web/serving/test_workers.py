@@ -14,7 +14,13 @@ import signal
 from pathlib import Path
 
 import pytest
-from support.servers import lease_holder, query, swarm_in_background, wait_for_open_rounds
+from support.servers import (
+    lease_holder,
+    processes_serving,
+    query,
+    swarm_in_background,
+    wait_for_open_rounds,
+)
 
 from study.bots.audit import missing_acknowledged
 from study.bots.servers import ServeProcess, quick_protocol
@@ -34,7 +40,7 @@ def test_killing_the_scheduling_worker_loses_nothing(tmp_path):
         swarm = swarm_in_background(server.url, protocol, "w2", max_seconds=150, patience=30,
                                     workers=2)
         wait_for_open_rounds(db, swarm.codes, at_least=3, timeout=90)
-        served = {row["process"] for row in query(db, "SELECT process FROM connections")}
+        served = processes_serving(db, 2, timeout=60)
         killed, pid = lease_holder(db)
         os.kill(pid, signal.SIGKILL)
         swarm.thread.join(timeout=200)
