@@ -277,6 +277,15 @@ def assert_only_slow_refusals(server: LiveServer, participant_id: int) -> None:
     assert {event for event, _, _ in slow} <= {"progress", "cookie"}, slow
 
 
+def frame_styles(page: Page) -> dict[str, str]:
+    """How the study's frame is drawn (the stylesheet's, not the browser's defaults): the
+    card heading's font, the sign's colour, the card's border."""
+    return page.evaluate("""() => ({
+        heading: getComputedStyle(document.querySelector("main .card h2")).fontFamily,
+        sign: getComputedStyle(document.querySelector("header.sign")).backgroundColor,
+        border: getComputedStyle(document.querySelector("main .card")).borderTopWidth})""")
+
+
 def assert_fits(page: Page, where: str) -> None:
     """No horizontal overflow, and every scale, theme card and button inside the screen."""
     width = page.evaluate("document.documentElement.scrollWidth")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
-from support.browser import assert_fits, screenshot_directory
+from support.browser import assert_fits, frame_styles, screenshot_directory
 from support.web import CHROMIUM, CHROMIUM_ARGS, LiveServer, make_app
 from werkzeug.exceptions import ServiceUnavailable
 
@@ -122,10 +122,9 @@ def test_the_german_404_in_chromium_on_a_desktop_and_a_phone(tmp_path, teammates
                 assert heading.inner_text() == "Diese Seite gibt es nicht"
                 assert page.evaluate("document.documentElement.lang") == "de"
                 # bakery.css styles the card and the sign (not the browser's defaults)
-                assert heading.evaluate("h => getComputedStyle(h).fontFamily").startswith(
-                    "Georgia")
-                assert page.locator("header.sign").evaluate(
-                    "h => getComputedStyle(h).backgroundColor") != "rgba(0, 0, 0, 0)"
+                frame = frame_styles(page)
+                assert frame["heading"].startswith("Georgia")
+                assert frame["sign"] != "rgba(0, 0, 0, 0)"
                 assert_fits(page, f"404 on a {name}")
                 page.screenshot(path=str(shots / f"error-404-de-{name}.png"), full_page=True)
                 back = page.get_by_role("link", name="Zurück zur Studie")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 from playwright.sync_api import sync_playwright
-from support.browser import DESKTOP, PHONE, assert_fits, screenshot_directory
+from support.browser import DESKTOP, PHONE, assert_fits, frame_styles, screenshot_directory
 from support.servers import query
 from support.web import CHROMIUM, CHROMIUM_ARGS
 
@@ -83,13 +83,9 @@ def test_the_balancers_calm_page_is_styled_without_a_worker(tmp_path):
                 page = chromium.new_page(viewport=viewport, device_scale_factor=2)
                 page.route("**/*", lambda route: route.abort())
                 page.set_content(html)
-                heading = page.locator("main .card h2")
-                assert heading.evaluate("h => getComputedStyle(h).fontFamily").startswith(
-                    "Georgia")
-                assert page.locator("header.sign").evaluate(
-                    "h => getComputedStyle(h).backgroundColor") == "rgb(90, 56, 37)"
-                assert page.locator("main .card").evaluate(
-                    "c => getComputedStyle(c).borderTopWidth") == "3px"
+                frame = frame_styles(page)
+                assert frame["heading"].startswith("Georgia")
+                assert frame["sign"] == "rgb(90, 56, 37)" and frame["border"] == "3px"
                 assert_fits(page, f"the balancer's calm page on a {name}")
                 page.screenshot(path=str(shots / f"balancer-calm-de-{name}.png"),
                                 full_page=True)
