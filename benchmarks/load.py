@@ -32,9 +32,11 @@ Goal: 1,000 participants with ack p95 <= 50 ms, drift p95 <= 50 ms and max <= 25
 0 acknowledged missing, 0 lock errors.
 
 ``--floor`` adds the floor server (``benchmarks.floor``: Flask-SocketIO, gevent, one SQLite
-transaction a message, nothing else) at each participant count, durability and worker
-count, its clients sending the first study's mix of messages; the last table gives every
-row's people per core, over the floor's CPU per message, and projected for 8 and 16 cores.
+transaction a message, nothing else) like every human row: its participants, durability
+and workers, its clients sending that study's mix of messages, in teams of the study's
+people with as many pushes to teammates a message as the study owed; the last table gives
+every row's people per core, over its floor's CPU per message, and projected for 8 and 16
+cores.
 Each row with several workers is also given over one worker, beside the floor's same
 ratio: what a second process costs on this machine whatever it runs.
 
@@ -55,14 +57,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.cpu import CORES, CpuWindow
 from benchmarks.floor import HEADER as FLOOR_HEADER
-from benchmarks.floor import FloorRow, run_floor
+from benchmarks.floor import FloorRow, Teams, run_floor
 from study.bots.audit import missing_acknowledged
 from study.bots.light import FAST, HUMAN, SwarmPlan, SwarmReport, Tally, run_light_swarm
 from study.bots.participant import StudyFacts
@@ -111,6 +113,8 @@ class Row:
     station_pushes: dict[int, int] = field(default_factory=dict)
     # progress and acknowledged messages (cookies, pages, rounds) a participant-second
     mix: tuple[float, float] = (0.0, 0.0)
+    # teammates' station pushes owed a message handled, in the window
+    pushes_per_message: float = 0.0
     cpu_ms_by_program: dict[str, float] = field(default_factory=dict)  # per message
     # share of the window a worker waited for another worker's write lock, on average
     lock_wait_share: float = float("nan")
@@ -164,7 +168,8 @@ class Row:
             return "no station pushes owed"
         owed = sum(self.station_pushes.values())
         return (f"teammates' stations pushed {owed - self.pushes_unseen():,} of {owed:,} "
-                f"owed in {len(self.station_pushes):,} team rounds closed in the window")
+                f"owed in {len(self.station_pushes):,} team rounds closed in the window "
+                f"({self.pushes_per_message:.2f} owed a message in the window)")
 
     def markdown(self) -> str:
         c, d = self.cookie_ms, self.drift_ms
@@ -269,6 +274,7 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
                station_pushes(db, plan.measure_from, plan.end),
                (progress / (window * config.participants),
                 answered / (window * config.participants)),
+               pushes_owed(db, plan.measure_from, plan.end) / max(messages, 1),
                {name: 1000 * seconds / max(messages, 1) for name, seconds in programs.items()},
                lock_wait / (window * config.workers))
 
@@ -287,6 +293,21 @@ def station_pushes(db: Path, start: float, end: float) -> dict[int, int]:
             "AS work, (SELECT count(*) FROM rounds o WHERE o.team_round_id = r.team_round_id) "
             "AS players FROM rounds r WHERE r.team_round_id IS NOT NULL AND r.started_at >= ? "
             "AND r.closed_at <= ?) GROUP BY team_round_id", (start, end)).fetchall())
+
+
+def pushes_owed(db: Path, start: float, end: float) -> int:
+    """Station pushes owed for the placed elements and cookies stored in the window: each
+    once per other person playing its team round (the floor's clients push as many)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        if not connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'team_rounds'"
+                                  ).fetchone():
+            return 0
+        return connection.execute(
+            "SELECT coalesce(sum((SELECT count(*) FROM rounds o WHERE o.team_round_id = "
+            "r.team_round_id) - 1), 0) FROM (SELECT round_id FROM progress WHERE at BETWEEN "
+            "? AND ? UNION ALL SELECT round_id FROM cookies WHERE actor = 'participant' AND "
+            "finished_at BETWEEN ? AND ?) w JOIN rounds r ON r.id = w.round_id WHERE "
+            "r.team_round_id IS NOT NULL", (start, end, start, end)).fetchone()[0]
 
 
 def matrix(args: argparse.Namespace) -> list[Config]:
@@ -315,34 +336,39 @@ def against_first_study(rows: list[Row]) -> list[str]:
     return lines
 
 
-def floor_rows(rows: list[Row], args: argparse.Namespace, base: Path) -> list[FloorRow]:
-    """The floor server (``benchmarks.floor``) at each participant count, durability and
-    worker count of the human rows, its clients sending the first such row's mix of
-    messages."""
-    floors = []
-    for participants, durability, workers in dict.fromkeys(
-            floor_key(r) for r in rows if r.config.pace == "human"):
-        first = next(r for r in rows if r.config.pace == "human" and
-                     floor_key(r) == (participants, durability, workers))
-        floor = run_floor(base / f"floor-{durability}-{workers}w-{participants}", durability,
-                          participants, *first.mix, ramp=args.ramp, settle=SETTLE_SECONDS,
-                          steady=args.steady, seed=args.seed, workers=workers)
-        print(f"floor as {first.config.study.stem}'s mix: {floor.markdown()}", flush=True)
-        floors.append(floor)
+FloorKey = tuple[str, int, str, int]
+
+
+def floor_rows(rows: list[Row], args: argparse.Namespace,
+               base: Path) -> dict[FloorKey, FloorRow]:
+    """The floor server (``benchmarks.floor``) like each human row: same participants,
+    durability and workers, its clients sending the row's mix of messages, in teams of
+    the study's people with as many pushes a message as the study owed."""
+    floors = {}
+    for row in (r for r in rows if r.config.pace == "human"):
+        study, participants, durability, workers = floor_key(row)
+        team = load_protocol(row.config.study).team
+        floor = run_floor(base / f"floor-{study}-{durability}-{workers}w-{participants}",
+                          durability, participants, *row.mix, ramp=args.ramp,
+                          settle=SETTLE_SECONDS, steady=args.steady, seed=args.seed,
+                          workers=workers, teams=Teams(team.persons if team else 1,
+                                                       row.pushes_per_message))
+        floors[floor_key(row)] = replace(floor, mix=study)
+        print(floors[floor_key(row)].markdown(), flush=True)
     return floors
 
 
-def floor_key(row: Row) -> tuple[int, str, int]:
-    return row.config.participants, row.config.durability, row.config.workers
+def floor_key(row: Row) -> FloorKey:
+    return (row.config.study.stem, row.config.participants, row.config.durability,
+            row.config.workers)
 
 
-def floor_of(row: Row, floors: list[FloorRow]) -> FloorRow | None:
-    """The floor run like ``row``: same participants, durability and workers."""
-    return next((f for f in floors if (f.participants, f.durability, f.workers)
-                 == floor_key(row)), None)
+def floor_of(row: Row, floors: dict[FloorKey, FloorRow]) -> FloorRow | None:
+    """The floor run like ``row``: same mix, participants, durability and workers."""
+    return floors.get(floor_key(row))
 
 
-def against_one_worker(rows: list[Row], floors: list[FloorRow]) -> list[str]:
+def against_one_worker(rows: list[Row], floors: dict[FloorKey, FloorRow]) -> list[str]:
     """Each human row's CPU a message over the same study's on one worker, the workers'
     own CPU alone (without HAProxy and Redis), and the floor's ratio at the same counts:
     what several processes cost on this machine and stack, against what the study adds."""
@@ -366,7 +392,7 @@ def against_one_worker(rows: list[Row], floors: list[FloorRow]) -> list[str]:
     return lines
 
 
-def capacity(rows: list[Row], floors: list[FloorRow]) -> list[str]:
+def capacity(rows: list[Row], floors: dict[FloorKey, FloorRow]) -> list[str]:
     """People per core for each row, over the floor's at the same durability and count, and
     projected for larger servers: cores x people per core at the most workers measured,
     at 70 % busy (the headroom the ack p95 goal needs)."""
@@ -422,9 +448,8 @@ def main(argv: list[str] | None = None) -> int:
                              "protocols/teams3.toml compares real teams of three with agent "
                              "teammates, and reports the ack p95 ratio")
     parser.add_argument("--floor", action="store_true",
-                        help="also run the floor server (benchmarks.floor) at each "
-                             "participant count, durability and worker count, with the "
-                             "first study's mix")
+                        help="also run the floor server (benchmarks.floor) like each "
+                             "human row, with its study's mix of messages and pushes")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep every configuration's database and server log in DIR")
     args = parser.parse_args(argv)
@@ -448,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {row.details()}", flush=True)
             for error, count in row.tally.errors.most_common(3):
                 print(f"    bot error x{count}: {error}", flush=True)
-        floors = floor_rows(rows, args, base) if args.floor else []
+        floors = floor_rows(rows, args, base) if args.floor else {}
     print(f"\nload average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     print(HEADER)
     for row in rows:
@@ -457,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     if floors:
         print(f"\n{FLOOR_HEADER}")
-        for floor in floors:
+        for floor in floors.values():
             print(floor.markdown())
     print()
     for line in capacity(rows, floors):
