@@ -203,6 +203,20 @@ function storageLine() {
   line.className = !storage.available || disk.low ? "warning" : "hint";
 }
 
+// The server processes answering (a study run with --workers N has N): each one's age, and
+// the share of its time it waited for another's write lock (docs/study-day.md, Serving).
+function processesLine() {
+  const line = document.getElementById("processes");
+  const processes = snapshot.processes;
+  if (!line || !processes || !processes.length) return;
+  const now = Date.now() / 1000 + offset;
+  const each = processes.map((p) => "pid " + p.pid + (p.this ? " (serving this page)" : "") + " up " +
+    Math.round((now - p.started_at) / 60) + " min" + (processes.length > 1 ? ", waited for another's write lock " +
+    (100 * p.lock_wait_share).toFixed(1) + " % of that" : ""));
+  line.textContent = "Server: " + (processes.length === 1 ? "1 process" : processes.length + " processes") +
+    " answering: " + each.join("; ") + ".";
+}
+
 // Real teams (docs/teams.md): who waits in the lobby, and every team as a row.
 // How people came out of the lobby (lobby.outcome), in words.
 const LOBBY_OUTCOMES = { team: "joined a team", timeout: "timed out", left: "left", withdrawn: "withdrew" };
@@ -270,6 +284,7 @@ function draw() {
   teamsPanel();
   targetLine();
   storageLine();
+  processesLine();
   calibrationPanel();
   const unjoined = document.getElementById("unjoined");
   if (unjoined && snapshot.unjoined_messages !== null && snapshot.unjoined_messages !== undefined) {
@@ -282,6 +297,7 @@ function tick() {
   snapshot.participants.forEach((participant, index) => {
     if (cells[index]) cells[index].textContent = timeLeft(participant.current);
   });
+  processesLine();
 }
 
 const socket = io("/console", {transports: ["websocket", "polling"]});

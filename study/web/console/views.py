@@ -125,6 +125,8 @@ def current_snapshot(app: Flask) -> dict[str, Any]:
     snapshot["unjoined_messages"] = (app.extensions["connections"].unjoined_count.total()
                                      if tracked else None)
     snapshot["storage"] = storage_status(journey.storage)
+    processes = app.extensions.get("processes")
+    snapshot["processes"] = processes.alive() if processes is not None else []
     design = journey.protocol.team
     if design is not None:
         snapshot["teams"] = teams.teams_view(journey.storage)

@@ -15,6 +15,7 @@ import secrets
 import socket
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from study.storage.database import Storage
 
@@ -99,6 +100,20 @@ class Processes:
         ``code``: a push for it must then go through the message queue."""
         return self.storage.one("SELECT 1 FROM connections WHERE code = ? AND process != ?",
                                 (code, self.id)) is not None
+
+    def alive(self) -> list[dict[str, Any]]:
+        """The live processes, oldest first, each with the share of its time since it
+        started that it waited for another process's write lock: whether the study's
+        workers still answer, and how much sharing the database costs them (the console)."""
+        now = self.clock()
+        rows = self.storage.all(
+            "SELECT id, pid, host, started_at, lock_wait FROM processes WHERE last_seen > ? "
+            "AND started_at IS NOT NULL ORDER BY started_at, id", (now - ALIVE_SECONDS,))
+        return [{"pid": row["pid"], "host": row["host"], "this": row["id"] == self.id,
+                 "started_at": row["started_at"],
+                 "lock_wait_share": round((row["lock_wait"] or 0.0)
+                                          / max(now - row["started_at"], 1.0), 3)}
+                for row in rows]
 
     def connection_counts(self) -> Counter[str]:
         """Live connections per participant code, over every live process."""

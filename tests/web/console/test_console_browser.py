@@ -1,12 +1,13 @@
-"""The console in real Chromium: log in, create links, watch a participant move live, pause
-them with the button."""
+"""The console in real Chromium: log in, see the server's processes, create links, watch a
+participant move live, pause them with the button."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 from support.web import CHROMIUM, CHROMIUM_ARGS, DEMO, LiveServer
 
 from study.protocol.loader import load_protocol
@@ -47,6 +48,9 @@ def test_the_console_creates_links_shows_live_changes_and_pauses(served):
         codes = [link.rsplit("/", 1)[1] for link in links]
         assert len(codes) == 2 and all(study.storage.participant(c) for c in codes)
         page.wait_for_selector("#live-status:text('live')")
+        # The served study's one worker, beating: the line an operator reads for workers
+        expect(page.locator("#processes")).to_have_text(re.compile(
+            r"^Server: 1 process answering: pid \d+ \(serving this page\) up \d+ min\.$"))
         row = f"#participants tr:has(td.code:text('{codes[0]}'))"
         assert "consent" in page.inner_text(row)
 

@@ -4,6 +4,7 @@ connection counts, and writes from two processes at once."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 import time
 from pathlib import Path
@@ -158,3 +159,23 @@ def test_the_time_waited_for_another_processs_write_lock_goes_into_the_heartbeat
     processes.beat()
     row = waiter.one("SELECT lock_wait FROM processes WHERE id = ?", (processes.id,))
     assert row == {"lock_wait": waiter.lock_wait}
+
+
+def test_the_console_sees_each_live_process_and_its_share_of_time_waiting_for_the_lock(
+        tmp_path):
+    storage, clock = Storage(tmp_path / "study.sqlite"), Clock()
+    first, second = Processes(storage, clock), Processes(storage, clock)
+    first.beat()
+    clock.now += 10
+    storage.lock_wait = 2.5  # the second process's connection waited 2.5 s in its 20 s
+    second.beat()
+    clock.now += 20
+    first.beat()
+    second.beat()
+    seen = second.alive()  # oldest first; this test's two share one storage and pid
+    assert [(p["pid"], p["this"], p["started_at"]) for p in seen] == [
+        (os.getpid(), False, 1_000.0), (os.getpid(), True, 1_010.0)]
+    assert [p["lock_wait_share"] for p in seen] == [round(2.5 / 30, 3), round(2.5 / 20, 3)]
+    clock.now += 5  # the first stops beating: no longer answering
+    second.beat()
+    assert [p["this"] for p in second.alive()] == [True]
