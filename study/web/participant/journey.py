@@ -26,7 +26,7 @@ from study.web.participant import binding
 from study.web.participant.admission import Admission
 from study.web.participant.agent_pool import Policies, TeammateSource, algorithm_for
 from study.web.participant.agent_team import AgentTeam
-from study.web.participant.outbox import Notify, Outbox
+from study.web.participant.outbox import Notify, Outbox, Push
 from study.web.participant.pages import TERMINAL
 from study.web.participant.playing import Rounds, TeammateTimes
 from study.web.participant.real_teams import RealTeams
@@ -46,7 +46,7 @@ STORAGE_WAIT = ("One moment, please: the bakery is catching up. Please keep this
 log = logging.getLogger(__name__)
 
 
-def _no_notify(code: str, event: str, payload: dict[str, Any]) -> None:
+def _no_notify(pushes: list[Push]) -> None:
     """Default sink for pushes when nothing listens (tools, some tests)."""
 
 

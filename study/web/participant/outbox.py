@@ -10,7 +10,9 @@ from typing import Any
 from study.storage.database import Storage
 from study.web.participant.real_teams import RealTeams
 
-Notify = Callable[[str, str, dict[str, Any]], None]
+Push = tuple[str, str, dict[str, Any]]  # a participant's code, the event, its payload
+# Sends the pushes of one flush: all at once, so where their pages are is asked once.
+Notify = Callable[[list[Push]], None]
 
 
 class Outbox:
@@ -24,7 +26,7 @@ class Outbox:
         self.notify = notify
         # Filled by every thread that writes, drained by whichever flushes: a deque's append
         # and popleft are atomic, so no push is lost between two threads.
-        self.pushes: deque[tuple[str, str, dict[str, Any]]] = deque()
+        self.pushes: deque[Push] = deque()
 
     def queue(self, code: str, event: str, payload: dict[str, Any]) -> None:
         """Keep one push until the next ``flush``."""
@@ -49,9 +51,11 @@ class Outbox:
 
     def flush(self) -> None:
         """Send the pushes collected while writing, once the transaction is over."""
+        pushes = []
         while True:
             try:
-                code, event, payload = self.pushes.popleft()
+                pushes.append(self.pushes.popleft())
             except IndexError:
-                return
-            self.notify(code, event, payload)
+                break
+        if pushes:
+            self.notify(pushes)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from flask import request
@@ -31,6 +30,7 @@ from study.storage.health import StorageUnavailable
 from study.web.participant import binding
 from study.web.participant.inputs import TOO_DEEP
 from study.web.participant.journey import Journey, unavailable
+from study.web.participant.outbox import Notify, Push
 from study.web.participant.rejections import Rejected
 from study.web.serving.counters import UNJOINED, Counter
 from study.web.serving.processes import Processes
@@ -98,19 +98,24 @@ def refusal(reason: str, detail: str) -> dict[str, Any]:
     return {"ok": False, "error": "rejected", "reason": reason, "detail": detail}
 
 
-def notifier(socketio: SocketIO, processes: Processes,
-             shared: bool) -> Callable[[str, str, dict[str, Any]], None]:
+def notifier(socketio: SocketIO, processes: Processes, shared: bool) -> Notify:
     """How the journey's pushes go out: to the participant's room, through the message queue
     when several processes share the study. A participant whose every connection is on
     this process is told here directly: a teammate's placed element is most pushes, and the
-    queue would send each one to every process to be decoded and mostly dropped."""
+    queue would send each one to every process to be decoded and mostly dropped. Which
+    participants are also connected elsewhere is asked once for a flush's pushes."""
     if not shared:
-        return lambda code, event, payload: socketio.emit(event, payload, to=code)
+        def notify_here(pushes: list[Push]) -> None:
+            for code, event, payload in pushes:
+                socketio.emit(event, payload, to=code)
+        return notify_here
 
-    def notify(code: str, event: str, payload: dict[str, Any]) -> None:
-        here = code in socketio.server.manager.rooms.get("/", {})
-        only_here = here and not processes.connected_elsewhere(code)
-        socketio.emit(event, payload, to=code, ignore_queue=only_here)
+    def notify(pushes: list[Push]) -> None:
+        rooms = socketio.server.manager.rooms.get("/", {})
+        here = {code for code, _, _ in pushes if code in rooms}
+        only_here = here - processes.connected_elsewhere(here)
+        for code, event, payload in pushes:
+            socketio.emit(event, payload, to=code, ignore_queue=code in only_here)
     return notify
 
 

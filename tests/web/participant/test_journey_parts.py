@@ -12,6 +12,7 @@ from study.protocol.loader import load_protocol
 from study.storage.database import Storage
 from study.web.participant import withdrawal
 from study.web.participant.journey import Journey
+from study.web.participant.outbox import Push
 from study.web.participant.records import Records
 
 
@@ -22,8 +23,9 @@ class Page:
         self.storage = storage
         self.pushes: list[tuple[str, str, bool]] = []
 
-    def __call__(self, code: str, event: str, payload: dict[str, Any]) -> None:
-        self.pushes.append((code, event, self.storage.db.conn.in_transaction))
+    def __call__(self, pushes: list[Push]) -> None:
+        self.pushes += [(code, event, self.storage.db.conn.in_transaction)
+                        for code, event, _ in pushes]
 
 
 def journey_with_page(tmp_path: Path, teammates: Any) -> tuple[Journey, Page]:

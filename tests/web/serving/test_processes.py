@@ -113,11 +113,14 @@ def test_a_push_skips_the_queue_only_for_a_participant_connected_here_alone(tmp_
     other.connected("sid-d", "elsewhere")
     socketio = RecordingSocketIO({"alone-here", "two-tabs"})
     notify = sockets.notifier(socketio, here, shared=True)
-    for code in ("alone-here", "two-tabs", "elsewhere"):
-        notify(code, "station", {})
+    asked: list[str] = []
+    storage.db.conn.set_trace_callback(asked.append)
+    notify([(code, "station", {}) for code in ("alone-here", "two-tabs", "elsewhere")])
+    storage.db.conn.set_trace_callback(None)
     assert socketio.emits == [("alone-here", True), ("two-tabs", False), ("elsewhere", False)]
+    assert len([sql for sql in asked if "FROM connections" in sql]) == 1  # once a flush
     one_process = RecordingSocketIO({"alone-here"})
-    sockets.notifier(one_process, here, shared=False)("alone-here", "station", {})
+    sockets.notifier(one_process, here, shared=False)([("alone-here", "station", {})])
     assert one_process.emits == [("alone-here", False)]
 
 
