@@ -209,6 +209,20 @@ class HumanHands(Participant):
         """Decorate the round on the station at the model's pace until ``margin`` s before
         its deadline (a real team's rounds are started by the server), wait for it to
         close."""
+        round_id = self._decorate_at_pace(margin)
+        self.page.wait_for_selector(f'.bakery[data-round="{round_id}"]', state="detached",
+                                    timeout=30_000)
+        return int(round_id)
+
+    def decorate_one_cookie(self, margin: float = DEADLINE_MARGIN) -> None:
+        """Finish one cookie of the running round at the model's pace, and stop (a hand
+        clicking as fast as Chromium can finishes it sooner than the protocol's shortest
+        cookie, and the server rightly refuses it)."""
+        self._decorate_at_pace(margin, cookies=1)
+
+    def _decorate_at_pace(self, margin: float, cookies: int | None = None) -> str:
+        """The model's moves on the running round, each at its moment, until ``margin`` s
+        before the deadline or ``cookies`` finished; the round's id."""
         self.page.wait_for_selector(".bakery .cookie", timeout=60_000)
         started = time.time()
         bakery = self.page.locator(".bakery")
@@ -233,9 +247,11 @@ class HumanHands(Participant):
                     raise
                 break  # on a busy machine the round closed under the person's hand, as it may
             previous = ("" if letters else []) if action.finished else action.content
-        self.page.wait_for_selector(f'.bakery[data-round="{round_id}"]', state="detached",
-                                    timeout=30_000)
-        return int(round_id)
+            if action.finished and cookies is not None:
+                cookies -= 1
+                if cookies == 0:
+                    break
+        return str(round_id)
 
     def letters_move(self, before: str, after: str) -> None:
         if not before:

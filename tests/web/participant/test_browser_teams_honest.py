@@ -46,8 +46,8 @@ MARGIN = 1.5
 def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """teams2 with 45 s rounds, open enrolment, and only each person's own timer."""
     text = (ROOT / "protocols" / "teams2.toml").read_text(encoding="utf-8")
-    # a round long enough for Sam's one cookie (up to 24 clicks or 10 drags, each a few
-    # calls into Chromium) on a machine busy with the whole suite: 25 s once was not
+    # a round long enough for Sam's one cookie at the human model's pace (at most 21 s)
+    # and Pat's cookies after it, on a machine busy with the whole suite
     for pattern, value in ((r"(?m)^round_seconds = \d+", "round_seconds = 45"),
                            (r"(?m)^practice_seconds = \d+", "practice_seconds = 15"),
                            # a break long enough to read the last round's summary
@@ -203,7 +203,7 @@ def test_two_people_who_cannot_be_teamed_are_told_the_truth_and_seated_with_agen
         assert station.locator("h3").inner_text().strip() == agent_name
         assert station.locator(".teammate-baker use").get_attribute("href") == "#agent"
     sam.shot("teams-agents-only-round-phone")
-    sam.decorate()  # exactly one cookie: the summary's singular
+    sam.decorate_one_cookie()  # exactly one cookie: the summary's singular
     sam.wait_count(1)
     pat.decorate_running_round(margin=MARGIN)
 
