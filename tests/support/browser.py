@@ -19,6 +19,9 @@ from study.task.cookies import target
 from support.web import DEMO, LiveServer
 
 DEADLINE_MARGIN = 0.3  # seconds before the deadline a person's last move would arrive late
+# A quick hand's cookie takes at least this long: more than any shipped protocol's shortest
+# accepted cookie (1 s), so the server never refuses it as too fast on an idle machine.
+QUICKEST_COOKIE_SECONDS = 1.2
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,7 +127,9 @@ class Participant:
         self.page.mouse.up()
 
     def decorate(self, shot: str | None = None) -> None:
-        """Finish one cookie of whatever kind is on the station (a screenshot half-way)."""
+        """Finish one cookie of whatever kind is on the station (a screenshot half-way),
+        quickly, but never sooner than ``QUICKEST_COOKIE_SECONDS``."""
+        started = time.monotonic()
         if self.page.locator(".round-cookie").count():
             letters = self.page.locator(".round-cookie").get_attribute("data-target")
             moves = [lambda letter=letter: self.drag_letter(letter)
@@ -134,6 +139,8 @@ class Participant:
         for number, move in enumerate(moves):
             if shot and number == len(moves) // 2:
                 self.shot(shot)
+            if number == len(moves) - 1:  # the move that finishes the cookie
+                time.sleep(max(0.0, started + QUICKEST_COOKIE_SECONDS - time.monotonic()))
             move()
 
     def play_round(self, step: str, cookies: int, shot: str | None = None,
