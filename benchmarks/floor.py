@@ -155,6 +155,15 @@ class FloorServer:
 
 
 @dataclass(frozen=True)
+class Teams:
+    """How the floor's clients are grouped: teams of ``size``, each message pushed to
+    ``pushes_per_message`` teammates on average (none: every client alone)."""
+
+    size: int = 1
+    pushes_per_message: float = 0.0
+
+
+@dataclass(frozen=True)
 class Traffic:
     """What the clients send: per participant, messages a second of each kind."""
 
@@ -165,18 +174,17 @@ class Traffic:
     ramp: float
     measure_from: float
     end: float
-    participants: int = 1
-    team_size: int = 1  # participants n and m are teammates when n // size == m // size
-    pushes_per_message: float = 0.0  # teammates told of a message, on average
+    participants: int
+    teams: Teams  # participants n and m are teammates when n // size == m // size
 
     def teammates(self, number: int) -> list[str]:
-        first = number - number % self.team_size
-        return [f"floor-{m}" for m in range(first, min(first + self.team_size,
+        first = number - number % self.teams.size
+        return [f"floor-{m}" for m in range(first, min(first + self.teams.size,
                                                         self.participants)) if m != number]
 
     def url(self, number: int) -> str:
         """A team's server: teammates share one, as the balancer routes a study's teams."""
-        return self.urls[number // self.team_size % len(self.urls)]
+        return self.urls[number // self.teams.size % len(self.urls)]
 
 
 @dataclass
@@ -189,8 +197,8 @@ class Seen:
 
 def told(traffic: Traffic, mates: list[str], rng: np.random.Generator) -> list[str]:
     """The teammates to push a message to: ``pushes_per_message`` of them on average."""
-    whole = int(traffic.pushes_per_message)
-    count = whole + (rng.uniform() < traffic.pushes_per_message - whole)
+    whole = int(traffic.teams.pushes_per_message)
+    count = whole + (rng.uniform() < traffic.teams.pushes_per_message - whole)
     return [str(mate) for mate in rng.permutation(mates)[:count]] if mates else []
 
 
@@ -243,11 +251,12 @@ def _run_clients(traffic: Traffic, numbers: range, seed: int) -> Seen:
     return asyncio.run(_clients(traffic, numbers, seed))
 
 
-def run_clients(traffic: Traffic, participants: int, seed: int) -> tuple[np.ndarray, int]:
+def run_clients(traffic: Traffic, seed: int) -> tuple[np.ndarray, int]:
     """The clients in processes of at most ``CLIENTS_PER_PROCESS``, teams kept whole in
     one process; every cookie's latency, and the pushes received."""
-    size = CLIENTS_PER_PROCESS - CLIENTS_PER_PROCESS % traffic.team_size
-    chunks = [range(n, min(n + size, participants)) for n in range(0, participants, size)]
+    size = CLIENTS_PER_PROCESS - CLIENTS_PER_PROCESS % traffic.teams.size
+    everyone = traffic.participants
+    chunks = [range(n, min(n + size, everyone)) for n in range(0, everyone, size)]
     with ProcessPoolExecutor(len(chunks)) as pool:
         parts = list(pool.map(_run_clients, [traffic] * len(chunks), chunks,
                               [seed + n for n in range(len(chunks))]))
@@ -281,15 +290,6 @@ HEADER = ("| server | durability | workers | participants | cookie ack p50 / p95
           "|---|---|---|---|---|---|---|---|")
 
 
-@dataclass(frozen=True)
-class Teams:
-    """How the floor's clients are grouped: teams of ``size``, each message pushed to
-    ``pushes_per_message`` teammates on average (none: every client alone)."""
-
-    size: int = 1
-    pushes_per_message: float = 0.0
-
-
 def run_floor(directory: Path, durability: str, participants: int, progress_rate: float,
               cookie_rate: float, ramp: float, settle: float, steady: float,
               seed: int = 1, workers: int = 1, teams: Teams = Teams()) -> FloorRow:
@@ -299,10 +299,9 @@ def run_floor(directory: Path, durability: str, participants: int, progress_rate
         start = time.time() + 2.0
         measure_from = start + ramp + settle
         traffic = Traffic(server.urls, progress_rate, cookie_rate, start, ramp, measure_from,
-                          measure_from + steady, participants, teams.size,
-                          teams.pushes_per_message)
+                          measure_from + steady, participants, teams)
         cpu = CpuWindow(server.group, measure_from, traffic.end)
-        latencies, pushes = run_clients(traffic, participants, seed)
+        latencies, pushes = run_clients(traffic, seed)
         messages = server.messages_between(measure_from, traffic.end)
     server_cpu = cpu.used()[0].total() or float("nan")
     return FloorRow(durability, workers, participants,
