@@ -23,6 +23,7 @@ from typing import Any
 
 import sqlite_utils
 
+from study.storage.checkpointer import FALLBACK_PAGES, INTERVAL_SECONDS, Checkpointer
 from study.storage.health import StorageHealth, StorageUnavailable, is_storage_fault
 
 REAL, INT, TEXT = float, int, str
@@ -377,6 +378,7 @@ class Storage:
         self.checkpoint_due = False
         self.checkpoint_retry_at = 0.0
         self.rejection_counts = RejectionCounts(self)
+        self.checkpointer: Checkpointer | None = None
         self.create_schema()
 
     def create_schema(self) -> None:
@@ -431,8 +433,19 @@ class Storage:
                 self.db[table].add_column(column, kind)
 
     def close(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         with self.lock:
             self.db.close()
+
+    def checkpoint_in_background(self, interval: float = INTERVAL_SECONDS) -> Checkpointer:
+        """Hand the log's checkpoints to a thread (``study.storage.checkpointer``): a
+        commit then checkpoints only a log grown past ``FALLBACK_PAGES``."""
+        with self.lock:
+            self.db.execute(f"PRAGMA wal_autocheckpoint={FALLBACK_PAGES}")
+        self.checkpointer = Checkpointer(self.path, interval)
+        self.checkpointer.start()
+        return self.checkpointer
 
     @contextlib.contextmanager
     def event(self) -> Iterator[sqlite_utils.Database]:

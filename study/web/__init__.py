@@ -3,7 +3,8 @@
 Config keys: ``PROTOCOL`` (path, required), ``DATABASE`` (default ``var/<name>.sqlite``),
 ``TEAMMATES`` (a teammate source; default: the protocol's pool, built on first use under
 ``POOL_DIR``), ``CLOCK`` (a function returning epoch seconds; tests inject one),
-``SCHEDULER`` (start the round scheduler thread, default True),
+``SCHEDULER`` (start the round scheduler thread and the write-ahead log's checkpointer,
+default True),
 ``ASYNC_MODE`` (Socket.IO's: ``threading`` by default, ``gevent`` under ``study serve``),
 ``MESSAGE_QUEUE`` (a Redis URL shared by several server processes, default none; it also
 holds the participants' message rate limits, ``study.web.participant.admission``),
@@ -83,6 +84,7 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
     error_pages.init_app(app)  # 404, 500, 503 in the study's language
     recover(journey, processes)
     if app.config["SCHEDULER"]:
+        storage.checkpoint_in_background()
         scheduler = Scheduler(journey, processes)
         app.extensions["scheduler"] = scheduler
         scheduler.start()

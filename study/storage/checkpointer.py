@@ -1,0 +1,114 @@
+"""Checkpoints of the write-ahead log, off the server's event loop.
+
+SQLite copies the log into the database (a checkpoint: the log's pages written again, the
+log and the database each synced) in the commit that takes the log past 1,000 pages. In a
+gevent server that commit runs on the one thread every participant shares, so each
+checkpoint stalls them all; a study of teams at 1,000 people made about eight a second
+(issue #29). A ``Checkpointer`` runs them instead on a native thread of its own, with its
+own connection, once a second: the loop goes on meanwhile (SQLite lets go of the
+interpreter while it writes), and a page rewritten by many commits in that second is
+copied once. Commits still checkpoint themselves past ``FALLBACK_PAGES``, should the
+thread fall behind.
+
+A checkpoint of this kind (``PASSIVE``) waits for nobody: it copies what no reader still
+needs and leaves the rest for the next one.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import logging
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# How often the log is copied into the database.
+INTERVAL_SECONDS = 1.0
+# The log's length at which a commit checkpoints by itself (SQLite's default is 1,000
+# pages): far beyond a second of the busiest study measured (about 3,500 pages).
+FALLBACK_PAGES = 20_000
+# How long stopping waits for a checkpoint under way.
+STOP_WAIT_SECONDS = 10.0
+
+
+def native(module: str, name: str) -> Callable[..., Any]:
+    """``module.name`` as it was before gevent patched it, if it did: the thread must be a
+    native one, or the checkpoint would run on the loop after all."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is None or not monkey.is_module_patched(module):
+        return getattr(importlib.import_module(module), name)
+    return monkey.get_original(module, name)
+
+
+class Checkpointer:
+    """Checkpoints the log of the database at ``path`` every ``interval`` seconds on a
+    native thread, until stopped (at the latest when the interpreter exits: a native
+    thread still using SQLite as the interpreter is taken down crashes it). ``runs`` counts
+    the checkpoints made, ``last`` is the latest one's outcome (``checkpoint``)."""
+
+    def __init__(self, path: Path, interval: float = INTERVAL_SECONDS) -> None:
+        self.path = path
+        self.interval = interval
+        self.runs = 0
+        self.last: tuple[int, int, int] | None = None
+        self.stopped = False
+        self._last_error = ""
+        # Native locks: one the thread waits on between checkpoints (released to stop it
+        # at once), one it holds while it runs.
+        self._wake = native("_thread", "allocate_lock")()
+        self._alive = native("_thread", "allocate_lock")()
+
+    @property
+    def running(self) -> bool:
+        return self._alive.locked()
+
+    def start(self) -> None:
+        self._wake.acquire()
+        self._alive.acquire()
+        native("_thread", "start_new_thread")(self._run, ())
+        atexit.register(self.stop)
+
+    def stop(self) -> None:
+        """Stop the thread and wait for its checkpoint under way, if any, to end."""
+        if self.stopped:
+            return
+        self.stopped = True
+        if self._wake.locked():
+            self._wake.release()
+        if self._alive.acquire(timeout=STOP_WAIT_SECONDS):
+            self._alive.release()
+        atexit.unregister(self.stop)
+
+    def checkpoint(self, connection: sqlite3.Connection) -> tuple[int, int, int]:
+        """One checkpoint: (1 if a reader or writer kept some pages back, pages in the
+        log, pages copied)."""
+        busy, pages, copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        self.last = busy, pages, copied
+        self.runs += 1
+        return self.last
+
+    def _run(self) -> None:
+        connection = sqlite3.connect(str(self.path), isolation_level=None)
+        try:
+            while not self._wake.acquire(timeout=self.interval):
+                self.checkpoint_or_log(connection)
+        finally:
+            connection.close()
+            self._alive.release()
+
+    def checkpoint_or_log(self, connection: sqlite3.Connection) -> None:
+        """A failed checkpoint (a full disk) is tried again next time; the commits go on
+        into the log meanwhile. Each new reason is logged once."""
+        try:
+            self.checkpoint(connection)
+            self._last_error = ""
+        except sqlite3.Error as error:
+            if str(error) != self._last_error:
+                log.warning("checkpoint of %s failed (tried again every %s s): %s",
+                            self.path, self.interval, error)
+            self._last_error = str(error)

@@ -1,0 +1,117 @@
+"""The write-ahead log's checkpoints on a thread of their own (``study.storage.checkpointer``)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from study.storage.checkpointer import FALLBACK_PAGES, Checkpointer
+from study.storage.database import Storage
+
+PAGES_WRITTEN = 1_500  # more than SQLite's own checkpoint after 1,000 pages
+
+
+def fill_log(storage: Storage, pages: int = PAGES_WRITTEN) -> None:
+    """Commit about ``pages`` pages of rows, one commit a page."""
+    storage.write("CREATE TABLE IF NOT EXISTS filler (id INTEGER PRIMARY KEY, data BLOB)")
+    for _ in range(pages):
+        storage.write("INSERT INTO filler (data) VALUES (randomblob(3000))")
+
+
+def log_pages(path: Path) -> tuple[int, int]:
+    """(pages in the log, pages of it already copied into the database), as a passive
+    checkpoint finds them after copying what it can."""
+    with sqlite3.connect(path) as connection:
+        _, pages, copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return pages, copied
+
+
+def test_commits_leave_the_log_to_the_checkpointer(tmp_path: Path) -> None:
+    storage = Storage(tmp_path / "study.sqlite", durability="normal")
+    storage.checkpoint_in_background(interval=3600)  # started, but not due in this test
+    fill_log(storage)
+    assert storage.one("PRAGMA wal_autocheckpoint") == {"wal_autocheckpoint": FALLBACK_PAGES}
+    assert storage.checkpointer is not None and storage.checkpointer.runs == 0
+    pages, _ = log_pages(storage.path)
+    assert pages >= PAGES_WRITTEN  # no commit copied the log into the database and restarted it
+    storage.close()
+
+
+def test_a_commit_checkpoints_by_itself_without_the_checkpointer(tmp_path: Path) -> None:
+    """What the checkpointer takes over: SQLite's own checkpoint in the committing call."""
+    storage = Storage(tmp_path / "study.sqlite", durability="normal")
+    fill_log(storage)
+    pages, _ = log_pages(storage.path)
+    assert pages < PAGES_WRITTEN
+    storage.close()
+
+
+def test_the_thread_copies_the_whole_log_into_the_database(tmp_path: Path) -> None:
+    storage = Storage(tmp_path / "study.sqlite", durability="normal")
+    checkpointer = storage.checkpoint_in_background(interval=0.05)
+    fill_log(storage)
+    runs = checkpointer.runs
+    while checkpointer.runs < runs + 2:  # one that may have begun during the writes, one after
+        time.sleep(0.05)
+    busy, pages, copied = checkpointer.last
+    assert busy == 0 and pages > 0 and copied == pages
+    assert storage.one("SELECT count(*) AS n FROM filler") == {"n": PAGES_WRITTEN}
+    storage.close()
+    while checkpointer.running:  # stopped with its storage
+        time.sleep(0.05)
+
+
+def test_a_failed_checkpoint_is_logged_once_and_tried_again(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "study.sqlite"
+    Storage(path, durability="normal").close()
+    checkpointer = Checkpointer(path)
+
+    class Refusing:
+        def execute(self, sql: str) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+    for _ in range(3):
+        checkpointer.checkpoint_or_log(Refusing())  # type: ignore[arg-type]
+    assert [record.getMessage().count("disk is full") for record in caplog.records] == [1]
+    with sqlite3.connect(path) as connection:
+        checkpointer.checkpoint_or_log(connection)
+    assert checkpointer.runs == 1
+
+
+def test_in_a_gevent_process_the_checkpoints_run_off_the_loop(tmp_path: Path) -> None:
+    """The loop keeps turning while a checkpoint is under way: the thread is a native one.
+    Were it a greenlet, its native wait below would hold the loop, and nothing would
+    release it."""
+    script = f"""
+from gevent import monkey; monkey.patch_all()
+import gevent
+from study.storage.checkpointer import Checkpointer
+checkpointer = Checkpointer({str(tmp_path / 'study.sqlite')!r}, interval=0.01)
+held, release = [], monkey.get_original("_thread", "allocate_lock")()
+release.acquire()
+def held_checkpoint(connection):
+    held.append(True)
+    release.acquire()  # a native wait
+    release.release()
+    return 0, 0, 0
+checkpointer.checkpoint = held_checkpoint
+checkpointer.start()
+while not held:
+    gevent.sleep(0.001)
+turns = 0
+while turns < 50 and len(held) == 1:
+    gevent.sleep(0.001)
+    turns += 1
+release.release()
+print(turns, len(held))
+"""
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=60, cwd=Path(__file__).parents[2])
+    except subprocess.TimeoutExpired as stuck:
+        raise AssertionError("the loop stopped while a checkpoint was under way") from stuck
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["50", "1"]  # 50 turns, all during the one checkpoint
