@@ -4,15 +4,16 @@ SQLite copies the log into the database (a checkpoint: the log's pages written a
 log and the database each synced) in the commit that takes the log past 1,000 pages. In a
 gevent server that commit runs on the one thread every participant shares, so each
 checkpoint stalls them all; a study of teams at 1,000 people made about eight a second
-(issue #29). A ``Checkpointer`` runs them instead on a native thread of its own, with its
-own connection, once a second: the loop goes on meanwhile (SQLite lets go of the
+(issue #29). A ``Checkpointer`` copies the log instead on a native thread of its own, with
+its own connection, once a second: the loop goes on meanwhile (SQLite lets go of the
 interpreter while it writes), and a page rewritten by many commits in that second is
-copied once. Commits still checkpoint themselves past ``FALLBACK_PAGES``, should the
-thread fall behind.
+copied once.
 
 A checkpoint of this kind (``PASSIVE``) waits for nobody: it copies what no reader still
-needs and leaves the rest for the next one.
-"""
+needs and leaves the rest for the next one. The log starts over from its beginning only
+when a commit finds all of it copied, which under a steady stream of commits rarely
+happens between two of the thread's checkpoints; so a busy log grows to ``FALLBACK_PAGES``,
+where a commit checkpoints by itself (with little left to copy) and the log starts over."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ log = logging.getLogger(__name__)
 
 # How often the log is copied into the database.
 INTERVAL_SECONDS = 1.0
-# The log's length at which a commit checkpoints by itself (SQLite's default is 1,000
-# pages): far beyond a second of the busiest study measured (about 3,500 pages).
+# The log's length at which a commit checkpoints by itself, as SQLite's default does at
+# 1,000 pages: 80 MB, cut back to ``journal_size_limit`` when the log starts over.
 FALLBACK_PAGES = 20_000
 # How long stopping waits for a checkpoint under way.
 STOP_WAIT_SECONDS = 10.0
