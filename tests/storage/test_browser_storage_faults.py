@@ -22,6 +22,20 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
+def pin_the_log(db: Path) -> sqlite3.Connection:
+    """An empty write-ahead log that cannot start over, so that every write needs new
+    space: the log is emptied to no bytes, and a reader holds a snapshot with a frame not
+    yet in the database. (A log copied whole into the database is reused from its start,
+    and a full disk takes writes until the room it holds is used up; the test wants the
+    disk full at once.)"""
+    connection = sqlite3.connect(db, isolation_level=None)
+    assert connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    connection.execute("PRAGMA user_version = 0")  # a frame in the log
+    connection.execute("BEGIN")
+    connection.execute("SELECT count(*) FROM participants").fetchone()
+    return connection
+
+
 def test_the_page_waits_calmly_on_a_full_disk_and_goes_on_once_space_is_freed(tmp_path):
     with tmpfs(tmp_path / "disk", "16m") as disk:
         db = disk / "study.sqlite"
@@ -34,6 +48,7 @@ def test_the_page_waits_calmly_on_a_full_disk_and_goes_on_once_space_is_freed(tm
                 page = browser.new_page()
                 page.goto(f"{server.url}/start")
                 page.wait_for_selector('[data-step="consent"]', timeout=30_000)
+                pin = pin_the_log(db)
                 filler = fill(disk)
                 page.click('[data-action="agree"]:not([disabled])')
                 banner = page.wait_for_selector("#one-moment", state="visible",
@@ -45,6 +60,7 @@ def test_the_page_waits_calmly_on_a_full_disk_and_goes_on_once_space_is_freed(tm
                 assert response.status == 503 and response.headers["retry-after"]
                 assert "One moment" in other.inner_text("main")
                 filler.unlink()
+                pin.close()
                 page.wait_for_selector('[data-step="themes"]', timeout=60_000)
                 page.wait_for_selector("#one-moment", state="hidden", timeout=10_000)
                 browser.close()
