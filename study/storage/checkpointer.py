@@ -12,8 +12,14 @@ copied once.
 A checkpoint of this kind (``PASSIVE``) waits for nobody: it copies what no reader still
 needs and leaves the rest for the next one. The log starts over from its beginning only
 when a commit finds all of it copied, which under a steady stream of commits rarely
-happens between two of the thread's checkpoints; so a busy log grows to ``FALLBACK_PAGES``,
-where a commit checkpoints by itself (with little left to copy) and the log starts over."""
+happens between two such checkpoints: the log grew to ``FALLBACK_PAGES`` (80 MB), where a
+commit on the loop checkpointed it by itself and cut it back, about every two seconds with
+teams of three at 1,000 people. So a log longer than ``RESTART_PAGES`` is started over by
+the thread too (``RESTART``): it
+holds new commits back for the moment it takes to copy what the passive checkpoint left,
+and the next commit writes the log from its beginning. It is not tried while a reader of
+an older snapshot (a backup, an export) keeps pages of the log from being copied, which it
+would wait for with commits held back; it waits at most ``RESTART_WAIT_SECONDS``."""
 
 from __future__ import annotations
 
@@ -33,6 +39,11 @@ INTERVAL_SECONDS = 1.0
 # The log's length at which a commit checkpoints by itself, as SQLite's default does at
 # 1,000 pages: 80 MB, cut back to ``journal_size_limit`` when the log starts over.
 FALLBACK_PAGES = 20_000
+# The log's length past which the thread starts it over (16 MB).
+RESTART_PAGES = 4_000
+# How long starting it over waits for a reader or a commit under way, holding new commits
+# back meanwhile.
+RESTART_WAIT_SECONDS = 0.05
 # How long stopping waits for a checkpoint under way.
 STOP_WAIT_SECONDS = 10.0
 
@@ -50,12 +61,14 @@ class Checkpointer:
     """Checkpoints the log of the database at ``path`` every ``interval`` seconds on a
     native thread, until stopped (at the latest when the interpreter exits: a native
     thread still using SQLite as the interpreter is taken down crashes it). ``runs`` counts
-    the checkpoints made, ``last`` is the latest one's outcome (``checkpoint``)."""
+    the checkpoints made, ``restarts`` the logs started over, ``last`` is the latest
+    checkpoint's outcome (``checkpoint``)."""
 
     def __init__(self, path: Path, interval: float = INTERVAL_SECONDS) -> None:
         self.path = path
         self.interval = interval
         self.runs = 0
+        self.restarts = 0  # logs started over
         self.last: tuple[int, int, int] | None = None
         self.stopped = False
         self._last_error = ""
@@ -87,14 +100,18 @@ class Checkpointer:
 
     def checkpoint(self, connection: sqlite3.Connection) -> tuple[int, int, int]:
         """One checkpoint: (1 if a reader or writer kept some pages back, pages in the
-        log, pages copied)."""
-        busy, pages, copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        self.last = busy, pages, copied
+        log, pages copied); a log past ``RESTART_PAGES`` is then started over."""
+        outcome = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if outcome[1] > RESTART_PAGES and outcome[2] == outcome[1]:  # no old snapshot read
+            outcome = connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            self.restarts += outcome[0] == 0
+        self.last = tuple(outcome)
         self.runs += 1
         return self.last
 
     def _run(self) -> None:
-        connection = sqlite3.connect(str(self.path), isolation_level=None)
+        connection = sqlite3.connect(str(self.path), isolation_level=None,
+                                     timeout=RESTART_WAIT_SECONDS)
         try:
             while not self._wake.acquire(timeout=self.interval):
                 self.checkpoint_or_log(connection)

@@ -8,6 +8,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from study.storage import checkpointer as checkpointer_module
 from study.storage.checkpointer import FALLBACK_PAGES, Checkpointer
 from study.storage.database import Storage
 
@@ -62,6 +65,48 @@ def test_the_thread_copies_the_whole_log_into_the_database(tmp_path: Path) -> No
     storage.close()
     while checkpointer.running:  # stopped with its storage
         time.sleep(0.05)
+
+
+@pytest.fixture
+def short_restart(monkeypatch: pytest.MonkeyPatch) -> int:
+    """A log past 100 pages is started over (``RESTART_PAGES``, 4,000 in a server)."""
+    monkeypatch.setattr(checkpointer_module, "RESTART_PAGES", 100)
+    return 100
+
+
+def test_a_long_log_is_started_over_by_the_thread(tmp_path: Path, short_restart: int) -> None:
+    storage = Storage(tmp_path / "study.sqlite", durability="normal")
+    fill_log(storage, short_restart * 3)
+    checkpointer = Checkpointer(storage.path)
+    with sqlite3.connect(storage.path, isolation_level=None) as connection:
+        busy, pages, copied = checkpointer.checkpoint(connection)
+    assert (busy, checkpointer.restarts) == (0, 1) and copied == pages >= short_restart * 3
+    storage.write("INSERT INTO filler (data) VALUES (randomblob(3000))")
+    pages, _ = log_pages(storage.path)
+    assert pages < 10  # the commit after it wrote the log from its beginning
+    storage.close()
+
+
+def test_a_log_a_reader_still_needs_is_not_started_over(tmp_path: Path,
+                                                        short_restart: int) -> None:
+    """A reader of an older snapshot (a backup, an export) would hold the commits back while
+    the restart waited for it: the passive checkpoint alone runs."""
+    storage = Storage(tmp_path / "study.sqlite", durability="normal")
+    fill_log(storage, short_restart * 2)
+    reader = sqlite3.connect(storage.path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM filler").fetchone()  # its snapshot from here on
+    fill_log(storage, short_restart * 2)
+    checkpointer = Checkpointer(storage.path)
+    with sqlite3.connect(storage.path, isolation_level=None) as connection:
+        busy, pages, copied = checkpointer.checkpoint(connection)
+    assert (busy, checkpointer.restarts) == (0, 0) and copied < pages
+    reader.execute("COMMIT")
+    reader.close()
+    with sqlite3.connect(storage.path, isolation_level=None) as connection:
+        checkpointer.checkpoint(connection)
+    assert checkpointer.restarts == 1  # once it is gone
+    storage.close()
 
 
 def test_a_failed_checkpoint_is_logged_once_and_tried_again(tmp_path: Path, caplog) -> None:
