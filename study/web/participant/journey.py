@@ -266,11 +266,14 @@ class Journey:
                                                  "msg_id": msg_id, "event": event, "at": now})
                 self.handlers[event](participant, payload, now)
         except Rejected as rejection:  # refused before the read: the sender is read now
+            self.outbox.discard()  # what it queued was rolled back with it
             participant = participant or (self.storage.participant(code) if code else None)
             reply = self._refuse(participant, event, msg_id, rejection, payload)
         except StorageUnavailable:  # nothing was stored: the page sends it again later
+            self.outbox.discard()
             reply = unavailable()
         except Exception as error:  # a handler bug must not lose the ack or the log
+            self.outbox.discard()
             log.exception("message %s of %s failed", event, code)
             reply = self._refuse(participant, event, msg_id,
                                  Rejected("malformed", type(error).__name__), payload)
@@ -345,17 +348,20 @@ class Journey:
 
     def withdraw_with_link(self, token: str) -> bool:
         """Withdraw the participant of the final page's private link (``Steps``)."""
-        return self.steps.withdraw_with_link(token)
+        with self.outbox.forgotten_on_failure():
+            return self.steps.withdraw_with_link(token)
 
     def withdraw_by_console(self, code: str, reason: str, remote_addr: str | None) -> None:
         """The experimenter withdraws a participant (``Steps``)."""
-        self.steps.withdraw_by_console(code, reason, remote_addr)
+        with self.outbox.forgotten_on_failure():
+            self.steps.withdraw_by_console(code, reason, remote_addr)
 
     def tick(self, now: float | None = None, reason: str = "deadline",
              alive_until: float | None = None) -> int:
         """Close every running round whose deadline has passed by ``now``; returns how many
         (``Rounds``)."""
-        return self.rounds.tick(now, reason, alive_until)
+        with self.outbox.forgotten_on_failure():
+            return self.rounds.tick(now, reason, alive_until)
 
     def recover(self, alive_until: float | None) -> int:
         """At start: close the rounds whose deadline passed while the study was down."""

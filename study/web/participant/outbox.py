@@ -3,8 +3,9 @@ over, so no page hears of a change before it is committed."""
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from study.storage.database import Storage
@@ -24,12 +25,20 @@ class Outbox:
         self.teams = teams
         self.state = state
         self.notify = notify
-        # Filled by every thread that writes, drained by whichever flushes: a deque's append
-        # and popleft are atomic, so no push is lost between two threads.
-        self.pushes: deque[Push] = deque()
+        # Each thread's own (each greenlet's, under gevent): events of several participants
+        # share a commit, and one of them flushing must not send the pushes of an event that
+        # began after that commit and has not committed yet, or never will.
+        self._queued = threading.local()
+
+    @property
+    def pushes(self) -> list[Push]:
+        """The pushes this thread queued since its last ``flush`` or ``discard``."""
+        if not hasattr(self._queued, "pushes"):
+            self._queued.pushes = []
+        return self._queued.pushes
 
     def queue(self, code: str, event: str, payload: dict[str, Any]) -> None:
-        """Keep one push until the next ``flush``."""
+        """Keep one push until this thread's next ``flush``."""
         self.pushes.append((code, event, payload))
 
     def queue_states(self, participant_ids: set[int]) -> None:
@@ -50,12 +59,22 @@ class Outbox:
         self.flush()
 
     def flush(self) -> None:
-        """Send the pushes collected while writing, once the transaction is over."""
-        pushes = []
-        while True:
-            try:
-                pushes.append(self.pushes.popleft())
-            except IndexError:
-                break
+        """Send the pushes this thread collected while writing, once its transaction
+        committed."""
+        pushes, self._queued.pushes = self.pushes, []
         if pushes:
             self.notify(pushes)
+
+    def discard(self) -> None:
+        """Forget the pushes this thread collected: their transaction was rolled back."""
+        self._queued.pushes = []
+
+    @contextlib.contextmanager
+    def forgotten_on_failure(self) -> Iterator[None]:
+        """Around an operation that flushes when it succeeds: if it raises, what it queued
+        is forgotten rather than sent by this thread's next flush."""
+        try:
+            yield
+        except BaseException:
+            self.discard()
+            raise

@@ -3,6 +3,7 @@ queued them, and a step entered is logged (``study.web.participant.outbox``, ``r
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from study.web.participant import withdrawal
 from study.web.participant.journey import Journey
 from study.web.participant.outbox import Push
 from study.web.participant.records import Records
+from study.web.participant.rejections import Rejected
 
 
 class Page:
@@ -44,6 +46,59 @@ def test_states_queued_in_a_transaction_are_pushed_after_it(tmp_path, teammates)
     assert sorted(page.pushes) == [("out-1", "state", False), ("out-2", "state", False)]
     journey.outbox.flush()
     assert len(page.pushes) == 2  # each push leaves once
+
+
+def test_a_flush_sends_only_what_its_own_thread_queued(tmp_path, teammates):
+    """Events of several participants share a commit, and each flushes after it: one must
+    not send what another event queued in a transaction that has not committed yet."""
+    journey, page = journey_with_page(tmp_path, teammates)
+    other = journey.enrol("other-1")["id"]
+    queued, committing = threading.Event(), threading.Event()
+
+    def another_event() -> None:
+        with journey.storage.event():
+            journey.outbox.queue_states({other})
+            queued.set()
+            committing.wait(10)
+        journey.outbox.flush()
+
+    thread = threading.Thread(target=another_event)
+    thread.start()
+    queued.wait(10)
+    journey.outbox.queue("own-1", "station", {})
+    journey.outbox.flush()
+    assert [code for code, _, _ in page.pushes] == ["own-1"]
+    committing.set()
+    thread.join(10)
+    assert [code for code, _, _ in page.pushes] == ["own-1", "other-1"]  # after its commit
+
+
+def test_what_a_refused_message_queued_is_not_sent(tmp_path, teammates, monkeypatch):
+    """Its savepoint was rolled back: a push of it would tell of a change never stored."""
+    journey, page = journey_with_page(tmp_path, teammates)
+    code = journey.enrol("refused-1")["code"]
+
+    def queues_then_refuses(participant, payload, now) -> None:
+        journey.outbox.queue("teammate-1", "station", {"cookies": 1})
+        raise Rejected("round-closed", "after queueing")
+
+    monkeypatch.setattr(journey.rounds, "progress", queues_then_refuses)
+    reply = journey.handle("progress", code, {"msg_id": "refused-msg-1"})
+    assert reply["reason"] == "round-closed"
+    journey.outbox.flush()
+    assert page.pushes == []
+
+
+def test_an_operation_that_fails_forgets_its_pushes(tmp_path, teammates):
+    journey, page = journey_with_page(tmp_path, teammates)
+    try:
+        with journey.outbox.forgotten_on_failure():
+            journey.outbox.queue("gone-1", "state", {})
+            raise OSError("disk full")
+    except OSError:
+        pass
+    journey.outbox.flush()
+    assert page.pushes == []
 
 
 def test_participants_no_longer_on_record_are_not_pushed(tmp_path, teammates):
