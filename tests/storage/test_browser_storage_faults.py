@@ -13,27 +13,13 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
-from support.storage import fill, tmpfs
+from support.storage import fill, pin_the_log, tmpfs
 from support.web import CHROMIUM, CHROMIUM_ARGS
 
 from study.bots.servers import ServeProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-def pin_the_log(db: Path) -> sqlite3.Connection:
-    """An empty write-ahead log that cannot start over, so that every write needs new
-    space: the log is emptied to no bytes, and a reader holds a snapshot with a frame not
-    yet in the database. (A log copied whole into the database is reused from its start,
-    and a full disk takes writes until the room it holds is used up; the test wants the
-    disk full at once.)"""
-    connection = sqlite3.connect(db, isolation_level=None)
-    assert connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-    connection.execute("PRAGMA user_version = 0")  # a frame in the log
-    connection.execute("BEGIN")
-    connection.execute("SELECT count(*) FROM participants").fetchone()
-    return connection
 
 
 def test_the_page_waits_calmly_on_a_full_disk_and_goes_on_once_space_is_freed(tmp_path):

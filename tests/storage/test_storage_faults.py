@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 from support.servers import query, wait_for_open_rounds
-from support.storage import fill, insert_participant, stored_codes, tmpfs, wait_for
+from support.storage import fill, insert_participant, pin_the_log, stored_codes, tmpfs, wait_for
 from support.web import DEMO, make_app, msg, page_socket
 
 from study.bots import BEHAVIOURS, Profile, StudyFacts, SwarmResult, bot_codes, run_swarm
@@ -213,6 +213,7 @@ def test_a_served_study_rides_out_a_full_disk_without_a_restart(tmp_path, served
     try:
         swarm.start()
         wait_for_open_rounds(db, codes, at_least=1, timeout=HANG)
+        pin = pin_the_log(db)
         filler = fill(disk)
         filled_at = time.time()
         wait_for(lambda: "cannot be written" in server.output(), HANG, "the fault in the log")
@@ -223,6 +224,7 @@ def test_a_served_study_rides_out_a_full_disk_without_a_restart(tmp_path, served
         time.sleep(max(0.0, filled_at + 2 * LATE_SECONDS - time.time()))  # rounds fall due
         wal_when_full = os.path.getsize(f"{db}-wal")
         filler.unlink()
+        pin.close()
         wait_for(lambda: "written again" in server.output(), HANG, "the recovery in the log")
         swarm.join(timeout=300)
         assert not swarm.is_alive() and results, server.output()

@@ -49,6 +49,22 @@ def fill(disk: Path) -> Path:
     return filler
 
 
+def pin_the_log(db: Path, timeout: float = HANG) -> sqlite3.Connection:
+    """An empty write-ahead log that cannot start over, so that every write needs new
+    space until the returned connection is closed: the log is emptied to no bytes (tried
+    again while a commit under way holds it), and a reader holds a snapshot with a frame not
+    yet in the database. (A log copied whole into the database is reused from its start,
+    and a full disk takes writes until the room it holds is used up; a test that fills the
+    disk wants it full at once.)"""
+    connection = sqlite3.connect(db, isolation_level=None)
+    wait_for(lambda: connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0,
+             timeout, "an emptied write-ahead log")
+    connection.execute("PRAGMA user_version = 0")  # a frame in the log
+    connection.execute("BEGIN")
+    connection.execute("SELECT count(*) FROM participants").fetchone()
+    return connection
+
+
 def insert_participant(storage: Storage, code: str) -> None:
     """One event: a participant with ``code``."""
     with storage.event() as db:
