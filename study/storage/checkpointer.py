@@ -15,11 +15,11 @@ when a commit finds all of it copied, which under a steady stream of commits rar
 happens between two such checkpoints: the log grew to ``FALLBACK_PAGES`` (80 MB), where a
 commit on the loop checkpointed it by itself and cut it back, about every two seconds with
 teams of three at 1,000 people. So a log longer than ``RESTART_PAGES`` is started over by
-the thread too (``RESTART``): it
-holds new commits back for the moment it takes to copy what the passive checkpoint left,
-and the next commit writes the log from its beginning. It is not tried while a reader of
-an older snapshot (a backup, an export) keeps pages of the log from being copied, which it
-would wait for with commits held back; it waits at most ``RESTART_WAIT_SECONDS``."""
+the thread too (``RESTART``): it holds new commits back for the moment it takes to copy
+what the passive checkpoint left, and the next commit writes the log from its beginning.
+It is not tried while a reader of an older snapshot (a backup, an export) keeps pages of
+the log from being copied, which it would wait for with commits held back; it waits at
+most ``RESTART_WAIT_SECONDS``."""
 
 from __future__ import annotations
 
