@@ -255,7 +255,8 @@ class Journey:
         try:
             if code:
                 self.admission.admit(code, event, payload)  # size and rate
-            with self.storage.event():
+            # what a refused or failed message queued was rolled back with it: not sent
+            with self.outbox.forgotten_on_failure(), self.storage.event():
                 participant = self.storage.participant(code) if code else None
                 if participant is None:
                     raise Rejected("not-joined", "send join with a participant code first")
@@ -266,14 +267,11 @@ class Journey:
                                                  "msg_id": msg_id, "event": event, "at": now})
                 self.handlers[event](participant, payload, now)
         except Rejected as rejection:  # refused before the read: the sender is read now
-            self.outbox.discard()  # what it queued was rolled back with it
             participant = participant or (self.storage.participant(code) if code else None)
             reply = self._refuse(participant, event, msg_id, rejection, payload)
         except StorageUnavailable:  # nothing was stored: the page sends it again later
-            self.outbox.discard()
             reply = unavailable()
         except Exception as error:  # a handler bug must not lose the ack or the log
-            self.outbox.discard()
             log.exception("message %s of %s failed", event, code)
             reply = self._refuse(participant, event, msg_id,
                                  Rejected("malformed", type(error).__name__), payload)

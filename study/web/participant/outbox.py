@@ -32,7 +32,7 @@ class Outbox:
 
     @property
     def pushes(self) -> list[Push]:
-        """The pushes this thread queued since its last ``flush`` or ``discard``."""
+        """The pushes this thread queued since its last ``flush``."""
         if not hasattr(self._queued, "pushes"):
             self._queued.pushes = []
         return self._queued.pushes
@@ -65,10 +65,6 @@ class Outbox:
         if pushes:
             self.notify(pushes)
 
-    def discard(self) -> None:
-        """Forget the pushes this thread collected: their transaction was rolled back."""
-        self._queued.pushes = []
-
     @contextlib.contextmanager
     def forgotten_on_failure(self) -> Iterator[None]:
         """Around an operation that flushes when it succeeds: if it raises, what it queued
@@ -76,5 +72,5 @@ class Outbox:
         try:
             yield
         except BaseException:
-            self.discard()
+            self._queued.pushes = []  # their transaction was rolled back
             raise
