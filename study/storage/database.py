@@ -29,6 +29,11 @@ from study.storage.health import StorageHealth, StorageUnavailable, is_storage_f
 REAL, INT, TEXT = float, int, str
 # The most events one commit carries: a batch's first event waits for the others' work.
 BATCH_LIMIT = 16
+# How long a batch's first event waits for others to join its commit (under gevent, or with
+# events queued behind it). A commit writes each page it changed once, however many events
+# changed it (the tables' last pages, the log's header), so events sharing one cost less
+# than events committing alone; at 1,000 people the wait paid for itself (docs/database.md).
+COMMIT_WINDOW_SECONDS = 0.002
 # How long a write waits for another process's transaction before it gives up.
 BUSY_TIMEOUT_SECONDS = 30
 # What an acknowledged event survives. ``full``: a power cut (its commit is on the disk:
@@ -480,10 +485,10 @@ class Storage:
         others intact, and the first commits for all once they are in. A process waiting
         for another's write lock thus commits what piled up in one fsync rather than one
         each. Under gevent nothing queues (a greenlet runs until it waits), so the first
-        event yields once before committing: the events of every participant whose message
-        is ready to run join it, up to ``BATCH_LIMIT``, and a busy process commits once for
-        many messages instead of once each. Nested events are savepoints of their outer
-        event."""
+        event waits ``COMMIT_WINDOW_SECONDS`` before committing: the events of every
+        participant whose message is ready to run, or arrives meanwhile, join it, up to
+        ``BATCH_LIMIT``, and a busy process commits once for many messages instead of once
+        each. Nested events are savepoints of their outer event."""
         with self._queued_for_lock():
             self.lock.acquire()
         try:
@@ -506,7 +511,7 @@ class Storage:
         finally:
             self.lock.release()
         if leads and not batch.committed.is_set():
-            time.sleep(0)  # the events ready to run go first and join this commit
+            time.sleep(COMMIT_WINDOW_SECONDS)  # the events ready meanwhile join this commit
             with self.lock:
                 if not batch.committed.is_set():  # unless it filled up and was committed
                     self._commit(batch)

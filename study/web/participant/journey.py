@@ -14,6 +14,7 @@ import json
 import logging
 import re
 import secrets
+import sqlite3
 import time
 from collections.abc import Callable
 from typing import Any
@@ -263,8 +264,7 @@ class Journey:
                 self.admission.check(participant, event)  # holds
                 msg_id = self._check_message(participant, payload)
                 now = self.clock()
-                self.storage.insert("messages", {"participant_id": participant["id"],
-                                                 "msg_id": msg_id, "event": event, "at": now})
+                self._record_message(participant, msg_id, event, now)
                 self.handlers[event](participant, payload, now)
         except Rejected as rejection:  # refused before the read: the sender is read now
             participant = participant or (self.storage.participant(code) if code else None)
@@ -300,10 +300,20 @@ class Journey:
             raise Rejected("missing-msg-id", "msg_id must be 8-64 of [A-Za-z0-9_-]")
         if participant["step"] in TERMINAL:
             raise Rejected("finished", f"the study has ended ({participant['step']})")
-        if self.storage.one("SELECT 1 FROM messages WHERE participant_id = ? AND msg_id = ?",
-                            (participant["id"], msg_id)):
-            raise Rejected("duplicate", f"message {msg_id} was already accepted")
         return msg_id
+
+    def _record_message(self, participant: dict[str, Any], msg_id: str, event: str,
+                        now: float) -> None:
+        """Log the accepted message; its id is unique per participant (the table's unique
+        index), so a message sent again is refused by the insert itself, not by a read
+        before it that every message would pay for."""
+        try:
+            self.storage.insert("messages", {"participant_id": participant["id"],
+                                             "msg_id": msg_id, "event": event, "at": now})
+        except sqlite3.IntegrityError as error:
+            if "messages.participant_id, messages.msg_id" not in str(error):
+                raise
+            raise Rejected("duplicate", f"message {msg_id} was already accepted") from None
 
     def _refuse(self, participant: dict[str, Any] | None, event: str, msg_id: Any,
                 rejection: Rejected, payload: Any) -> dict[str, Any]:

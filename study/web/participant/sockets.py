@@ -106,17 +106,32 @@ def notifier(socketio: SocketIO, processes: Processes, shared: bool) -> Notify:
     participants are also connected elsewhere is asked once for a flush's pushes."""
     if not shared:
         def notify_here(pushes: list[Push]) -> None:
-            for code, event, payload in pushes:
-                socketio.emit(event, payload, to=code)
+            for event, payload, codes in together(pushes):
+                socketio.emit(event, payload, to=codes)
         return notify_here
 
     def notify(pushes: list[Push]) -> None:
         rooms = socketio.server.manager.rooms.get("/", {})
         here = {code for code, _, _ in pushes if code in rooms}
         only_here = here - processes.connected_elsewhere(here)
-        for code, event, payload in pushes:
-            socketio.emit(event, payload, to=code, ignore_queue=code in only_here)
+        for event, payload, codes in together(pushes):
+            for ignore_queue in (True, False):
+                if to := [code for code in codes if (code in only_here) == ignore_queue]:
+                    socketio.emit(event, payload, to=to, ignore_queue=ignore_queue)
     return notify
+
+
+def together(pushes: list[Push]) -> list[tuple[str, dict[str, Any], list[str]]]:
+    """The pushes as emits, in order: one payload queued for several participants in a row
+    (a teammate's station, told to each of the others) is encoded once, for all their
+    rooms."""
+    emits: list[tuple[str, dict[str, Any], list[str]]] = []
+    for code, event, payload in pushes:
+        if emits and emits[-1][0] == event and emits[-1][1] is payload:
+            emits[-1][2].append(code)
+        else:
+            emits.append((event, payload, [code]))
+    return emits
 
 
 def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Connections:

@@ -98,9 +98,9 @@ class RecordingSocketIO:
     def __init__(self, local_rooms: set[str]) -> None:
         self.server = SimpleNamespace(manager=SimpleNamespace(
             rooms={"/": {room: {"sid": "eio"} for room in local_rooms}}))
-        self.emits: list[tuple[str, bool]] = []
+        self.emits: list[tuple[list[str], bool]] = []
 
-    def emit(self, event: str, payload: dict, to: str, ignore_queue: bool = False) -> None:
+    def emit(self, event: str, payload: dict, to: list[str], ignore_queue: bool = False) -> None:
         self.emits.append((to, ignore_queue))
 
 
@@ -117,11 +117,34 @@ def test_a_push_skips_the_queue_only_for_a_participant_connected_here_alone(tmp_
     storage.db.conn.set_trace_callback(asked.append)
     notify([(code, "station", {}) for code in ("alone-here", "two-tabs", "elsewhere")])
     storage.db.conn.set_trace_callback(None)
-    assert socketio.emits == [("alone-here", True), ("two-tabs", False), ("elsewhere", False)]
+    assert socketio.emits == [(["alone-here"], True), (["two-tabs"], False),
+                              (["elsewhere"], False)]
     assert len([sql for sql in asked if "FROM connections" in sql]) == 1  # once a flush
     one_process = RecordingSocketIO({"alone-here"})
     sockets.notifier(one_process, here, shared=False)([("alone-here", "station", {})])
-    assert one_process.emits == [("alone-here", False)]
+    assert one_process.emits == [(["alone-here"], False)]
+
+
+def test_one_payload_for_several_participants_is_one_emit_to_their_rooms(tmp_path):
+    """A teammate's station, queued once for each of the others, is encoded once; where
+    the message queue is needed for some of them, those get it through the queue."""
+    storage, clock = Storage(tmp_path / "study.sqlite"), Clock()
+    here, other = Processes(storage, clock), Processes(storage, clock)
+    for sid, code in (("sid-a", "mate-a"), ("sid-b", "mate-b"), ("sid-c", "mate-c")):
+        here.connected(sid, code)
+    other.connected("sid-d", "mate-c")
+    station, state = {"seat": 1}, {"step": "session-1"}
+    pushes = [("mate-a", "station", station), ("mate-b", "station", station),
+              ("mate-c", "station", station), ("mate-a", "state", state),
+              ("mate-b", "state", dict(state))]
+    one_process = RecordingSocketIO({"mate-a", "mate-b", "mate-c"})
+    sockets.notifier(one_process, here, shared=False)(pushes)
+    assert one_process.emits == [(["mate-a", "mate-b", "mate-c"], False),
+                                 (["mate-a"], False), (["mate-b"], False)]
+    shared = RecordingSocketIO({"mate-a", "mate-b", "mate-c"})
+    sockets.notifier(shared, here, shared=True)(pushes)
+    assert shared.emits == [(["mate-a", "mate-b"], True), (["mate-c"], False),
+                            (["mate-a"], True), (["mate-b"], True)]
 
 
 def count_event(storage: Storage) -> None:
