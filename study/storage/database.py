@@ -30,9 +30,12 @@ REAL, INT, TEXT = float, int, str
 # The most events one commit carries: a batch's first event waits for the others' work.
 BATCH_LIMIT = 16
 # How long a batch's first event waits for others to join its commit (under gevent, or with
-# events queued behind it). A commit writes each page it changed once, however many events
-# changed it (the tables' last pages, the log's header), so events sharing one cost less
-# than events committing alone; at 1,000 people the wait paid for itself (docs/database.md).
+# events queued behind it) when its process is the database's only writer. A commit writes
+# each page it changed once, however many events changed it (the tables' last pages, the
+# log's header), so events sharing one cost less than events committing alone; at 1,000
+# people the wait paid for itself (docs/teams.md). Processes sharing the file do not wait:
+# the write lock held longer would keep the others waiting, and events that piled up while
+# a process waited for the lock share its commit already.
 COMMIT_WINDOW_SECONDS = 0.002
 # How long a write waits for another process's transaction before it gives up.
 BUSY_TIMEOUT_SECONDS = 30
@@ -370,6 +373,7 @@ class Storage:
         # several processes sharing the file cost (the heartbeat records it).
         self.lock_wait = 0.0
         self._queue_lock = threading.Lock()
+        self.commit_window = COMMIT_WINDOW_SECONDS  # 0 where processes share the file
         self._keys: dict[str, str] = {}
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
@@ -485,8 +489,8 @@ class Storage:
         others intact, and the first commits for all once they are in. A process waiting
         for another's write lock thus commits what piled up in one fsync rather than one
         each. Under gevent nothing queues (a greenlet runs until it waits), so the first
-        event waits ``COMMIT_WINDOW_SECONDS`` before committing: the events of every
-        participant whose message is ready to run, or arrives meanwhile, join it, up to
+        event waits ``commit_window`` before committing: the events of every participant
+        whose message is ready to run, or arrives meanwhile, join it, up to
         ``BATCH_LIMIT``, and a busy process commits once for many messages instead of once
         each. Nested events are savepoints of their outer event."""
         with self._queued_for_lock():
@@ -511,7 +515,7 @@ class Storage:
         finally:
             self.lock.release()
         if leads and not batch.committed.is_set():
-            time.sleep(COMMIT_WINDOW_SECONDS)  # the events ready meanwhile join this commit
+            time.sleep(self.commit_window)  # the events ready meanwhile join this commit
             with self.lock:
                 if not batch.committed.is_set():  # unless it filled up and was committed
                     self._commit(batch)

@@ -71,9 +71,10 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
     journey = Journey(protocol, storage, teammates, clock,
                       sockets.notifier(socketio, processes, bool(config.get("MESSAGE_QUEUE"))),
                       **({"background": background} if background else {}))
-    if config.get("MESSAGE_QUEUE"):  # message rate limits hold across the processes
+    if config.get("MESSAGE_QUEUE"):  # several processes share the study
         journey.admission.share(config["MESSAGE_QUEUE"], f"study-{protocol.name}:rate")
         queue.show_queue_errors()
+        storage.commit_window = 0.0  # its write lock is theirs too
     app.extensions["study"] = journey
     app.extensions["processes"] = processes
     app.extensions["connections"] = sockets.register(socketio, journey, processes)

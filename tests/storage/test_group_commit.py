@@ -183,17 +183,22 @@ def test_an_event_with_nobody_queued_commits_at_once_without_yielding(storage, m
     assert storage._batch is None
 
 
-GEVENT_BATCHES = """
+# A gevent-patched process (as under ``study serve``) with a database whose commits are
+# counted; the scripts below run after it.
+GEVENT_STORAGE = """
 import json, sqlite3, sys
 from gevent import monkey
 monkey.patch_all()
 import gevent
-from study.storage.database import Storage
+from study.storage.database import COMMIT_WINDOW_SECONDS, Storage
 
 storage = Storage(sys.argv[1], durability="normal")
 commits = []
 storage.db.conn.set_trace_callback(
     lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None)
+"""
+
+GEVENT_BATCHES = GEVENT_STORAGE + """
 def event(i):
     with storage.event() as db:
         db.execute("INSERT INTO participants (code, protocol, created_at, step) "
@@ -234,17 +239,7 @@ def test_under_gevent_ready_greenlets_share_commits_of_at_most_the_batch_limit(t
         "visible"] * (greenlets - 4)
 
 
-GEVENT_WINDOW = """
-import json, sys
-from gevent import monkey
-monkey.patch_all()
-import gevent
-from study.storage.database import COMMIT_WINDOW_SECONDS, Storage
-
-storage = Storage(sys.argv[1], durability="normal")
-commits = []
-storage.db.conn.set_trace_callback(
-    lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None)
+GEVENT_WINDOW = GEVENT_STORAGE + """
 def event(code, after):
     gevent.sleep(after)
     with storage.event() as db:
@@ -252,7 +247,8 @@ def event(code, after):
                    "VALUES (?, 'demo', 1.0, 'consent')", (code,))
     return storage.participant(code) is not None
 # the second message arrives while the first waits: its timer is due before the first's
-events = [gevent.spawn(event, "first", 0), gevent.spawn(event, "later", COMMIT_WINDOW_SECONDS / 4)]
+events = [gevent.spawn(event, "first", 0),
+          gevent.spawn(event, "later", COMMIT_WINDOW_SECONDS / 4)]
 gevent.joinall(events)
 print(json.dumps({"commits": len(commits), "stored": [g.value for g in events]}))
 """

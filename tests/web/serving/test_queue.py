@@ -14,7 +14,9 @@ import threading
 import time
 
 import redis
+from support.web import FakeClock, make_app
 
+from study.storage.database import COMMIT_WINDOW_SECONDS
 from study.web.serving import queue
 
 BURST = 300  # more than redis-py's default pool of 100 connections
@@ -45,3 +47,15 @@ def test_a_burst_of_pushes_waits_for_redis_instead_of_failing(redis_url, caplog)
     assert not any(push.is_alive() for push in pushes)
     assert [r.getMessage() for r in caplog.records] == []
     assert received(listener, BURST) == BURST
+
+
+def test_only_a_process_alone_holds_its_commit_open_for_more_events(tmp_path, redis_url,
+                                                                    teammates):
+    """A process that is the database's only writer waits a moment before it commits, so
+    messages arriving meanwhile share the commit; processes that share the database (the
+    message queue between them) commit at once, not holding the write lock the others
+    wait for."""
+    alone = make_app(tmp_path / "alone", teammates, FakeClock())
+    shared = make_app(tmp_path / "shared", teammates, FakeClock(), MESSAGE_QUEUE=redis_url)
+    assert alone.extensions["study"].storage.commit_window == COMMIT_WINDOW_SECONDS > 0
+    assert shared.extensions["study"].storage.commit_window == 0
