@@ -1,5 +1,5 @@
 """CPU time a server's processes and the whole machine used in a benchmark's window, and
-the time the server's processes waited for one another's write lock in it."""
+the time the server's processes waited for one another's write lock in it, and held it."""
 
 from __future__ import annotations
 
@@ -30,16 +30,17 @@ def used_so_far(group: int) -> tuple[Counter[str], float]:
     return server, sum(machine) - machine.idle - getattr(machine, "iowait", 0.0)
 
 
-def lock_wait_so_far(database: Path) -> float:
+def lock_times_so_far(database: Path) -> tuple[float, float]:
     """Seconds the live server processes of ``database`` waited for another's write lock,
-    as their last heartbeats recorded (``processes.lock_wait``)."""
+    and held it, as their last heartbeats recorded (``processes.lock_wait``,
+    ``lock_held``)."""
     try:
         with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5) as connection:
-            row = connection.execute("SELECT coalesce(sum(lock_wait), 0) FROM processes"
-                                     ).fetchone()
+            row = connection.execute("SELECT coalesce(sum(lock_wait), 0), "
+                                     "coalesce(sum(lock_held), 0) FROM processes").fetchone()
     except sqlite3.Error:
-        return float("nan")
-    return float(row[0])
+        return float("nan"), float("nan")
+    return float(row[0]), float(row[1])
 
 
 class CpuWindow:
@@ -49,7 +50,7 @@ class CpuWindow:
     def __init__(self, group: int, start: float, end: float,
                  database: Path | None = None) -> None:
         self.samples: list[tuple[Counter[str], float]] = []
-        self.lock_waits: list[float] = []
+        self.lock_times: list[tuple[float, float]] = []
         self._thread = threading.Thread(target=self._sample,
                                         args=(group, database, (start, end)), daemon=True)
         self._thread.start()
@@ -60,13 +61,15 @@ class CpuWindow:
             time.sleep(max(0.0, moment - time.time()))
             self.samples.append(used_so_far(group))
             if database is not None:
-                self.lock_waits.append(lock_wait_so_far(database))
+                self.lock_times.append(lock_times_so_far(database))
 
-    def lock_wait(self) -> float:
-        """Seconds the server's processes waited for one another's write lock in the
-        window (NaN if not sampled); call after ``used``."""
-        return self.lock_waits[1] - self.lock_waits[0] if len(self.lock_waits) == 2 \
-            else float("nan")
+    def lock_times(self) -> tuple[float, float]:
+        """Seconds the server's processes waited for one another's write lock, and held
+        it, in the window (NaN if not sampled); call after ``used``."""
+        if len(self.lock_times) != 2:
+            return float("nan"), float("nan")
+        (waited0, held0), (waited1, held1) = self.lock_times
+        return waited1 - waited0, held1 - held0
 
     def used(self, timeout: float = 30.0) -> tuple[Counter[str], float]:
         """CPU seconds of the group's programs and of the machine in the window (none and

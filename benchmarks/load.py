@@ -21,8 +21,10 @@ takes a new one. After the ramp and a settling pause, a window of steady state i
   in ``messages``, or refused, logged in ``rejections``);
 - CPU per message: the server's processes (gunicorn, HAProxy, Redis) CPU time in the window
   over those messages; the server's and the bots' CPU share of the machine;
-- write-lock wait: the share of the window a worker waited for another worker's write
-  lock (each heartbeat records its process's total, ``processes.lock_wait``);
+- write lock: the share of the window a worker waited for another worker's write lock,
+  and the share the workers together held it, which cannot pass 100 %: near it, SQLite's
+  one writer is the limit and another worker adds none (each heartbeat records its
+  process's totals, ``processes.lock_wait`` and ``lock_held``);
 - acknowledged but missing: acknowledged messages the database lacks (whole run);
 - lock errors: "database is locked" in the server's log (whole run).
 
@@ -118,6 +120,8 @@ class Row:
     cpu_ms_by_program: dict[str, float] = field(default_factory=dict)  # per message
     # share of the window a worker waited for another worker's write lock, on average
     lock_wait_share: float = float("nan")
+    # share of the window the workers together held the write lock (at most 1)
+    lock_held_share: float = float("nan")
 
     def people_per_core(self) -> float:
         """Participants one core carries at this row's CPU per message and mix, fully
@@ -141,8 +145,9 @@ class Row:
         refused = ", ".join(f"{reason} {n}" for reason, n in t.refused.most_common()) or "none"
         return (f"participants {t.participants} (finished {t.finished}), progress reports "
                 f"{t.progress_sent}, {self.pushes_seen()}, server CPU ms a message by "
-                f"program: {self.by_program()}, waiting for another worker's write "
-                f"lock {self.lock_wait_share:.1%} of a worker's time, "
+                f"program: {self.by_program()}, the write lock held by the workers "
+                f"together {self.lock_held_share:.1%} of the window, waiting for another "
+                f"worker's {self.lock_wait_share:.1%} of a worker's time, "
                 f"resent after a timeout {t.resent}, reconnects "
                 f"{t.reconnects}, refused: {refused}")
 
@@ -236,11 +241,11 @@ def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row
         time.sleep(1.0)  # the last rounds of the window close
     finally:
         server.stop()
-    return summarise(config, plan, report, cpu.used(), cpu.lock_wait(), db, server.output())
+    return summarise(config, plan, report, cpu.used(), cpu.lock_times(), db, server.output())
 
 
 def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
-              cpu: tuple[Counter[str], float], lock_wait: float, db: Path,
+              cpu: tuple[Counter[str], float], lock_times: tuple[float, float], db: Path,
               server_log: str) -> Row:
     window = plan.end - plan.measure_from
     # Every acknowledged cookie once, from its first send: one answered as a duplicate was
@@ -276,7 +281,7 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
                 answered / (window * config.participants)),
                pushes_owed(db, plan.measure_from, plan.end) / max(messages, 1),
                {name: 1000 * seconds / max(messages, 1) for name, seconds in programs.items()},
-               lock_wait / (window * config.workers))
+               lock_times[0] / (window * config.workers), lock_times[1] / window)
 
 
 def station_pushes(db: Path, start: float, end: float) -> dict[int, int]:

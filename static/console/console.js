@@ -203,16 +203,18 @@ function storageLine() {
   line.className = !storage.available || disk.low ? "warning" : "hint";
 }
 
-// The server processes answering (a study run with --workers N has N): each one's age, and
-// the share of its time it waited for another's write lock (docs/study-day.md, Serving).
+// The server processes answering (a study run with --workers N has N): each one's age, the
+// share of its time it held the database's write lock and, with several, waited for another's
+// (docs/study-day.md, Serving).
 function processesLine() {
   const line = document.getElementById("processes");
   const processes = snapshot.processes;
   if (!line || !processes || !processes.length) return;
   const now = Date.now() / 1000 + offset;
   const each = processes.map((p) => "pid " + p.pid + (p.this ? " (serving this page)" : "") + " up " +
-    Math.round((now - p.started_at) / 60) + " min" + (processes.length > 1 ? ", waited for another's write lock " +
-    (100 * p.lock_wait_share).toFixed(1) + " % of that" : ""));
+    Math.round((now - p.started_at) / 60) + " min, held the write lock " +
+    (100 * p.lock_held_share).toFixed(1) + " % of that" + (processes.length > 1 ?
+      ", waited for another's " + (100 * p.lock_wait_share).toFixed(1) + " %" : ""));
   line.textContent = "Server: " + (processes.length === 1 ? "1 process" : processes.length + " processes") +
     " answering: " + each.join("; ") + ".";
 }

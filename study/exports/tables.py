@@ -486,6 +486,8 @@ CODEBOOK: tuple[Table, ...] = (
         _at("last_seen", "its latest heartbeat (every 0.5 s while alive)"),
         Column("lock_wait", "REAL", "time its events waited for another process's write "
                "lock, as of its latest heartbeat", units="s"),
+        Column("lock_held", "REAL", "time it held the write lock (its transactions, from "
+               "the lock taken to the commit), as of its latest heartbeat", units="s"),
     )),
     Table("leases", "a role exactly one server process holds at a time", (
         Column("name", "TEXT", "the role (primary key)", allowed="round-scheduler"),

@@ -193,7 +193,7 @@ TEAM_INDEXES = (("seats", ["team_id", "seat"], True), ("seats", ["participant_id
 # alive, which one holds the round scheduler's lease, which connections each serves.
 SERVER_SCHEMA: dict[str, tuple[dict[str, type], str]] = {
     "processes": ({"id": TEXT, "pid": INT, "host": TEXT, "started_at": REAL,
-                   "last_seen": REAL, "lock_wait": REAL}, "id"),
+                   "last_seen": REAL, "lock_wait": REAL, "lock_held": REAL}, "id"),
     "leases": ({"name": TEXT, "holder": TEXT, "expires_at": REAL, "renewed_at": REAL}, "name"),
     "connections": ({"sid": TEXT, "process": TEXT, "code": TEXT, "at": REAL}, "sid"),
     "counters": ({"name": TEXT, "count": INT, "at": REAL}, "name"),
@@ -372,6 +372,12 @@ class Storage:
         # Seconds this process's events waited for another process's write lock: what
         # several processes sharing the file cost (the heartbeat records it).
         self.lock_wait = 0.0
+        # Seconds this process held the write lock (from ``BEGIN IMMEDIATE`` to the end of
+        # the transaction): the processes' holds together cannot pass the wall clock, so
+        # their sum says how near a study is to its one writer's limit (the heartbeat
+        # records it; docs/study-day.md, Sizing a server).
+        self.lock_held = 0.0
+        self._taken_at = 0.0  # when the open batch's transaction took the write lock
         self._queue_lock = threading.Lock()
         self.commit_window = COMMIT_WINDOW_SECONDS  # 0 where processes share the file
         self._keys: dict[str, str] = {}
@@ -583,6 +589,7 @@ class Storage:
             if self.db.conn.in_transaction:  # begun by a statement after its batch failed
                 self.db.conn.execute("ROLLBACK")
             self._begin_immediate()
+            self._taken_at = time.monotonic()
             self._batch = CommitBatch()
             self._batch.changes = self.db.conn.total_changes
             self._lost = None
@@ -614,6 +621,7 @@ class Storage:
                 self.db.conn.execute("ROLLBACK")
         finally:
             self._batch = None
+            self.lock_held += time.monotonic() - self._taken_at
             batch.committed.set()
 
     def _begin_immediate(self) -> None:

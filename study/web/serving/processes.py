@@ -51,15 +51,16 @@ class Processes:
         return row["at"] if row else None
 
     def beat(self) -> bool:
-        """Write this process's heartbeat (with the seconds it has waited for another's
-        write lock) and renew or take the scheduler's lease; returns
+        """Write this process's heartbeat (with the seconds it has held the write lock and
+        waited for another's) and renew or take the scheduler's lease; returns
         whether this process holds the lease. One transaction, so two processes never both
         take a lapsed lease."""
         now = self.clock()
         with self.storage.event() as db:
             db["processes"].upsert({"id": self.id, "pid": os.getpid(),
                                     "host": socket.gethostname(), "last_seen": now,
-                                    "lock_wait": self.storage.lock_wait}, pk="id")
+                                    "lock_wait": self.storage.lock_wait,
+                                    "lock_held": self.storage.lock_held}, pk="id")
             db.execute("UPDATE processes SET started_at = ? WHERE id = ? AND started_at IS "
                        "NULL", (now, self.id))
             lease = self.storage.one("SELECT * FROM leases WHERE name = ?", (SCHEDULER_LEASE,))
@@ -107,17 +108,20 @@ class Processes:
             (self.id, *codes))}
 
     def alive(self) -> list[dict[str, Any]]:
-        """The live processes, oldest first, each with the share of its time since it
-        started that it waited for another process's write lock: whether the study's
-        workers still answer, and how much sharing the database costs them (the console)."""
+        """The live processes, oldest first, each with the shares of its time since it
+        started that it held the write lock and waited for another process's: whether the
+        study's workers still answer, how near they are to the one writer's limit, and how
+        much sharing the database costs them (the console)."""
         now = self.clock()
         rows = self.storage.all(
-            "SELECT id, pid, host, started_at, lock_wait FROM processes WHERE last_seen > ? "
-            "AND started_at IS NOT NULL ORDER BY started_at, id", (now - ALIVE_SECONDS,))
+            "SELECT id, pid, host, started_at, lock_wait, lock_held FROM processes "
+            "WHERE last_seen > ? AND started_at IS NOT NULL ORDER BY started_at, id",
+            (now - ALIVE_SECONDS,))
         return [{"pid": row["pid"], "host": row["host"], "this": row["id"] == self.id,
                  "started_at": row["started_at"],
-                 "lock_wait_share": round((row["lock_wait"] or 0.0)
-                                          / max(now - row["started_at"], 1.0), 3)}
+                 **{f"{column}_share": round((row[column] or 0.0)
+                                             / max(now - row["started_at"], 1.0), 3)
+                    for column in ("lock_wait", "lock_held")}}
                 for row in rows]
 
     def connection_counts(self) -> Counter[str]:

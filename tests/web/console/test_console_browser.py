@@ -50,7 +50,8 @@ def test_the_console_creates_links_shows_live_changes_and_pauses(served):
         page.wait_for_selector("#live-status:text('live')")
         # The served study's one worker, beating: the line an operator reads for workers
         expect(page.locator("#processes")).to_have_text(re.compile(
-            r"^Server: 1 process answering: pid \d+ \(serving this page\) up \d+ min\.$"))
+            r"^Server: 1 process answering: pid \d+ \(serving this page\) up \d+ min, "
+            r"held the write lock \d+\.\d % of that\.$"))
         row = f"#participants tr:has(td.code:text('{codes[0]}'))"
         assert "consent" in page.inner_text(row)
 

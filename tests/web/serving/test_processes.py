@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from study.storage.database import Storage
 from study.web.participant import sockets
 from study.web.serving.processes import LEASE_SECONDS, Processes
@@ -153,6 +155,24 @@ def count_event(storage: Storage) -> None:
                    "(name) DO UPDATE SET count = count + 1")
 
 
+def test_the_time_a_process_held_the_write_lock_goes_into_the_heartbeat(tmp_path):
+    storage = Storage(tmp_path / "study.sqlite")
+    storage.one("SELECT count(*) FROM participants")  # a read takes no write lock
+    held = storage.lock_held  # the schema's transaction
+    started = time.monotonic()
+    with storage.event():
+        time.sleep(0.02)  # the transaction's work
+    with pytest.raises(ZeroDivisionError), storage.event():  # a rolled-back one counts too
+        time.sleep(0.02)
+        raise ZeroDivisionError
+    elapsed = time.monotonic() - started
+    assert 0.04 <= storage.lock_held - held <= elapsed
+    processes, recorded = Processes(storage, Clock()), storage.lock_held
+    processes.beat()  # its own transaction counts from the next beat on
+    row = storage.one("SELECT lock_held FROM processes WHERE id = ?", (processes.id,))
+    assert row == {"lock_held": recorded} and storage.lock_held > recorded
+
+
 def test_the_time_waited_for_another_processs_write_lock_goes_into_the_heartbeat(
         tmp_path, monkeypatch):
     path = tmp_path / "study.sqlite"
@@ -194,6 +214,7 @@ def test_the_console_sees_each_live_process_and_its_share_of_time_waiting_for_th
     first.beat()
     clock.now += 10
     storage.lock_wait = 2.5  # the second process's connection waited 2.5 s in its 20 s
+    storage.lock_held = 6.0  # and held the lock 6 s
     second.beat()
     clock.now += 20
     first.beat()
@@ -202,6 +223,7 @@ def test_the_console_sees_each_live_process_and_its_share_of_time_waiting_for_th
     assert [(p["pid"], p["this"], p["started_at"]) for p in seen] == [
         (os.getpid(), False, 1_000.0), (os.getpid(), True, 1_010.0)]
     assert [p["lock_wait_share"] for p in seen] == [round(2.5 / 30, 3), round(2.5 / 20, 3)]
+    assert [p["lock_held_share"] for p in seen] == [round(6 / 30, 3), round(6 / 20, 3)]
     clock.now += 5  # the first stops beating: no longer answering
     second.beat()
     assert [p["this"] for p in second.alive()] == [True]
