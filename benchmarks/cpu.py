@@ -50,7 +50,7 @@ class CpuWindow:
     def __init__(self, group: int, start: float, end: float,
                  database: Path | None = None) -> None:
         self.samples: list[tuple[Counter[str], float]] = []
-        self.lock_times: list[tuple[float, float]] = []
+        self.lock_samples: list[tuple[float, float]] = []
         self._thread = threading.Thread(target=self._sample,
                                         args=(group, database, (start, end)), daemon=True)
         self._thread.start()
@@ -61,14 +61,14 @@ class CpuWindow:
             time.sleep(max(0.0, moment - time.time()))
             self.samples.append(used_so_far(group))
             if database is not None:
-                self.lock_times.append(lock_times_so_far(database))
+                self.lock_samples.append(lock_times_so_far(database))
 
     def lock_times(self) -> tuple[float, float]:
         """Seconds the server's processes waited for one another's write lock, and held
         it, in the window (NaN if not sampled); call after ``used``."""
-        if len(self.lock_times) != 2:
+        if len(self.lock_samples) != 2:
             return float("nan"), float("nan")
-        (waited0, held0), (waited1, held1) = self.lock_times
+        (waited0, held0), (waited1, held1) = self.lock_samples
         return waited1 - waited0, held1 - held0
 
     def used(self, timeout: float = 30.0) -> tuple[Counter[str], float]:
