@@ -326,11 +326,7 @@ class Journey:
                 return unavailable()
         reply: dict[str, Any] = {"ok": False, "error": "rejected", "reason": rejection.reason,
                                  "detail": rejection.detail}
-        # A placed element's refusal is bare, as its acceptance is: the page sends it
-        # without asking for an answer, and the round's close, which refuses most of them,
-        # pushes the new state; at a round's end there are many at once.
-        if participant is not None and event != "progress" \
-                and self.storage.participant(participant["code"]):
+        if participant is not None and self.storage.participant(participant["code"]):
             reply["state"] = self.state(participant["code"])
         return reply
 
