@@ -186,17 +186,18 @@ class Row:
                 f"{c[0]:.0f} / {c[1]:.0f} / {c[2]:.0f} ({self.cookies}) | "
                 f"{d[0]:.0f} / {d[1]:.0f} ({self.closings}) | {self.messages_per_second:.0f} | "
                 f"{self.cpu_ms_per_message:.2f} | {self.server_share:.0%} | "
-                f"{self.swarm_share:.0%} | {self.machine_share:.0%} | {self.lag_p95_ms:.0f} | "
-                f"{self.missing} | {self.lock_errors} | {sum(self.tally.errors.values())} | "
+                f"{self.swarm_share:.0%} | {self.machine_share:.0%} | "
+                f"{self.lock_held_share:.0%} | {self.lag_p95_ms:.0f} | {self.missing} | "
+                f"{self.lock_errors} | {sum(self.tally.errors.values())} | "
                 f"{'yes' if self.goal_met() else 'no'} |")
 
 
 HEADER = ("| study | pace | durability | workers | participants | backups | "
           "cookie ack p50 / p95 / p99 ms (cookies) | "
           "closing drift p95 / max ms (closings) | messages/s | server CPU ms/message | "
-          "server CPU | bots CPU | machine busy | bots' loop lag p95 ms | "
+          "server CPU | bots CPU | machine busy | write lock held | bots' loop lag p95 ms | "
           "acknowledged missing | lock errors | bot errors | goal |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def protocol_for(pace: str, directory: Path, human: Path = DEMO) -> Path:
