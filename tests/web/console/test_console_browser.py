@@ -62,6 +62,15 @@ def test_the_console_creates_links_shows_live_changes_and_pauses(served):
         page.once("dialog", lambda dialog: dialog.accept("coffee break"))
         page.click(f"{row} button:text('Pause')")
         page.wait_for_selector(f"{row}.paused", timeout=5000)
+
+        page.set_viewport_size({"width": 390, "height": 844})  # on the experimenter's phone
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        overlaps = page.evaluate("""() => {
+            const boxes = [...document.querySelectorAll('nav a, nav button')]
+                .map((node) => node.getBoundingClientRect());
+            return boxes.some((a, i) => boxes.slice(i + 1).some((b) => a.left < b.right
+                && b.left < a.right && a.top < b.bottom && b.top < a.bottom)); }""")
+        assert not overlaps, "the console's links overlap on a phone"
         browser.close()
     status = study.storage.one("SELECT * FROM console_status")
     assert status["status"] == "paused" and status["note"] == "coffee break"
