@@ -346,6 +346,7 @@ class CommitBatch:
     def __init__(self) -> None:
         self.members = 0
         self.changes = 0  # the connection's total changes when the batch began
+        self.taken_at = time.monotonic()  # when its transaction took the write lock
         self.committed = threading.Event()
         self.commit = 0  # its number in ``WalSync``, once committed
         self.error: BaseException | None = None
@@ -377,7 +378,6 @@ class Storage:
         # their sum says how near a study is to its one writer's limit (the heartbeat
         # records it; docs/study-day.md, Sizing a server).
         self.lock_held = 0.0
-        self._taken_at = 0.0  # when the open batch's transaction took the write lock
         self._queue_lock = threading.Lock()
         self.commit_window = COMMIT_WINDOW_SECONDS  # 0 where processes share the file
         self._keys: dict[str, str] = {}
@@ -589,7 +589,6 @@ class Storage:
             if self.db.conn.in_transaction:  # begun by a statement after its batch failed
                 self.db.conn.execute("ROLLBACK")
             self._begin_immediate()
-            self._taken_at = time.monotonic()
             self._batch = CommitBatch()
             self._batch.changes = self.db.conn.total_changes
             self._lost = None
@@ -621,7 +620,7 @@ class Storage:
                 self.db.conn.execute("ROLLBACK")
         finally:
             self._batch = None
-            self.lock_held += time.monotonic() - self._taken_at
+            self.lock_held += time.monotonic() - batch.taken_at
             batch.committed.set()
 
     def _begin_immediate(self) -> None:
