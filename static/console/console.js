@@ -108,6 +108,20 @@ function row(participant) {
   return tr;
 }
 
+// On a phone a row reads as a card: each cell shows its column's heading (console.css).
+function headings(body) {
+  return [...body.closest("table").querySelectorAll("thead th")].map((th) => {
+    const main = th.firstChild.textContent.trim();
+    const note = th.querySelector("small");
+    return note ? main + " (" + note.textContent.trim().replace(/^\((.*)\)$/, "$1") + ")" : main;
+  });
+}
+
+function labelCells(body) {
+  const labels = headings(body);
+  for (const tr of body.rows) [...tr.cells].forEach((td, i) => { td.dataset.label = labels[i] || ""; });
+}
+
 function targetLine() {
   let line = document.getElementById("target-team");
   if (!line) {
@@ -278,11 +292,13 @@ function teamsPanel() {
   const body = document.querySelector("#team-rows tbody");
   if (!body || !snapshot.teams) return;
   body.replaceChildren(...snapshot.teams.map(teamRow));
+  labelCells(body);
   lobbyLine();
 }
 
 function draw() {
   table.replaceChildren(...snapshot.participants.map(row));
+  labelCells(table);
   teamsPanel();
   targetLine();
   storageLine();

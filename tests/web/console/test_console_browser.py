@@ -1,5 +1,6 @@
 """The console in real Chromium: log in, see the server's processes, create links, watch a
-participant move live, pause them with the button."""
+participant move live, pause them with the button, read a participant as a card on a
+phone."""
 
 from __future__ import annotations
 
@@ -71,6 +72,14 @@ def test_the_console_creates_links_shows_live_changes_and_pauses(served):
             return boxes.some((a, i) => boxes.slice(i + 1).some((b) => a.left < b.right
                 && b.left < a.right && a.top < b.bottom && b.top < a.bottom)); }""")
         assert not overlaps, "the console's links overlap on a phone"
+        card = page.locator(row).evaluate("""(row) => {
+            const label = (td) => getComputedStyle(td, '::before').content;
+            return {right: row.getBoundingClientRect().right,
+                    labels: [...row.cells].map(label),
+                    heading: getComputedStyle(row.closest('table').tHead).display}; }""")
+        assert card["right"] <= 390, "a participant's row is wider than the phone"
+        assert card["heading"] == "none"  # each cell says its column instead
+        assert card["labels"][:3] == ['"code"', '"step (condition order)"', '"status"']
         browser.close()
     status = study.storage.one("SELECT * FROM console_status")
     assert status["status"] == "paused" and status["note"] == "coffee break"
