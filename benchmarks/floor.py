@@ -42,7 +42,6 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.cpu import CpuWindow
-from study.bots.light import run_loop
 from study.bots.servers import free_port, wait_healthy
 
 DURABILITIES = ("normal", "full")
@@ -249,7 +248,7 @@ async def _clients(traffic: Traffic, numbers: range, seed: int) -> Seen:
 
 
 def _run_clients(traffic: Traffic, numbers: range, seed: int) -> Seen:
-    return run_loop(_clients(traffic, numbers, seed))
+    return asyncio.run(_clients(traffic, numbers, seed))
 
 
 def run_clients(traffic: Traffic, seed: int) -> tuple[np.ndarray, int]:

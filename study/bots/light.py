@@ -23,19 +23,14 @@ import math
 import multiprocessing
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 import numpy as np
 import socketio
-
-try:  # libuv's event loop: the bots share the server's machine, so their cost is its noise
-    from uvloop import new_event_loop
-except ImportError:  # no build for Windows
-    from asyncio import new_event_loop
 
 from study.bots.client import Acked, AckLog, State, new_msg_id, routed_url
 from study.bots.human import Human, noise
@@ -60,7 +55,6 @@ HUMAN_START_SECONDS = 1.5  # reading the round's page before clicking "start"
 FAST_PAGE_SECONDS = 0.05
 ERROR_PAUSE = 5.0  # a slot whose participant failed takes the next one after this pause
 CANCEL_RETRY_SECONDS = 1.0  # at the run's end, bots not yet stopped are cancelled again
-T = TypeVar("T")
 
 
 class Gone(Exception):
@@ -494,14 +488,8 @@ async def cancel_all(tasks: list[asyncio.Task]) -> None:
             task.exception()
 
 
-def run_loop(main: Coroutine[Any, Any, T]) -> T:
-    """Run a load client's coroutine to its end on the quickest event loop installed."""
-    with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        return runner.run(main)
-
-
 def _run_process(plan: SwarmPlan, slots: range) -> SwarmReport:
-    return run_loop(_run_slots(plan, slots))
+    return asyncio.run(_run_slots(plan, slots))
 
 
 def run_light_swarm(plan: SwarmPlan, processes: int = 1) -> SwarmReport:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from study.bots.audit import missing_acknowledged
-from study.bots.light import FAST, Pace, SwarmPlan, cancel_all, run_light_swarm, run_loop
+from study.bots.light import FAST, Pace, SwarmPlan, cancel_all, run_light_swarm
 from study.bots.participant import StudyFacts
 from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol.loader import load_protocol
@@ -122,13 +122,3 @@ def test_the_swarm_ends_even_when_a_bot_swallows_its_first_cancellation():
         return bot
 
     assert asyncio.run(run()).cancelled()
-
-
-def test_load_clients_run_on_libuvs_loop_and_return_what_their_coroutine_does():
-    """The bots share the server's machine: the less CPU their loop costs, the less they
-    take from the server under test."""
-    async def which_loop() -> str:
-        await asyncio.sleep(0)
-        return type(asyncio.get_running_loop()).__module__
-
-    assert run_loop(which_loop()).startswith("uvloop")
