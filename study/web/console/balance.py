@@ -10,6 +10,7 @@ data (in progress or finished), leaving out those who never will.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 from study.protocol.orders import counterbalanced
@@ -28,13 +29,17 @@ def orders(condition_ids: list[str], mode: str) -> list[list[str]]:
 
 
 def order_counts(storage: Any, candidates: list[list[str]]) -> list[int]:
-    """How many participants who may still contribute data hold each candidate order."""
+    """How many participants who may still contribute data hold each candidate order.
+    Counted by SQLite, an order at a time: every consent asks, inside its write
+    transaction, over everyone who ever consented."""
     rows = storage.all(
-        "SELECT condition_order FROM participants p WHERE condition_order IS NOT NULL "
-        f"AND consent = 'given' AND step NOT IN ({', '.join('?' * len(LOST_STEPS))}) "
-        + _not_aborted_clause(storage), LOST_STEPS)
-    held = [json.loads(row["condition_order"]) for row in rows]
-    return [sum(1 for order in held if order == candidate) for candidate in candidates]
+        "SELECT condition_order, count(*) AS n FROM participants p WHERE condition_order "
+        f"IS NOT NULL AND consent = 'given' AND step NOT IN ({', '.join('?' * len(LOST_STEPS))}) "
+        + _not_aborted_clause(storage) + " GROUP BY condition_order", LOST_STEPS)
+    held: Counter[tuple[str, ...]] = Counter()
+    for row in rows:  # one JSON text an order, however it was spelled
+        held[tuple(json.loads(row["condition_order"]))] += row["n"]
+    return [held[tuple(candidate)] for candidate in candidates]
 
 
 def _not_aborted_clause(storage: Any) -> str:

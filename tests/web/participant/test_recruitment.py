@@ -223,6 +223,23 @@ def test_a_person_dropped_from_a_team_seat_frees_their_order(tmp_path, teammates
     assert counts[candidates.index(json.loads(dropped["condition_order"]))] == 0
 
 
+def test_an_order_counts_once_however_its_json_is_spelled(tmp_path, teammates, clock):
+    """SQLite groups the orders by their text: two spellings of one order are one order."""
+    app = make_app(tmp_path, teammates, clock,
+                   protocol=recruitment_protocol(tmp_path / "open.toml", open_enrolment=True))
+    codes = [code_of(app.test_client().get(f"/start?{start(f'member-{n}')}")) for n in range(3)]
+    for code in codes:
+        consent(app, code)
+    storage = app.extensions["study"].storage
+    candidates = [["efficient", "fair"], ["fair", "efficient"]]
+    with storage.event():
+        for code, spelled in zip(codes, ('["fair","efficient"]', '[ "fair", "efficient" ]',
+                                         '["efficient", "fair"]'), strict=True):
+            storage.write("UPDATE participants SET condition_order = ? WHERE code = ?",
+                          (spelled, code))
+    assert balance.order_counts(storage, candidates) == [1, 2]
+
+
 def participants_by_code(app: Any) -> dict[str, dict[str, Any]]:
     return {row["code"]: row for row in participants(app)}
 
