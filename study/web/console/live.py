@@ -2,13 +2,17 @@
 
 One snapshot is a handful of queries over the whole study (not per participant), cheap
 enough to rebuild several times a second for a hundred participants; the console pushes it
-only when it changed. Time left is sent as the deadline plus the server clock, so browsers
-count down without new snapshots.
+only when it changed, and less often as the study grows (``views.CONSOLE_SHARE``). Between
+its queries, and every ``ROWS_AT_ONCE`` participants, it lets the server's other work go
+first: a study of thousands takes a good part of a second to read, and participants'
+messages must not wait for all of it. Time left is sent as the deadline plus the server
+clock, so browsers count down without new snapshots.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -17,6 +21,12 @@ from study.calibration.pilot import OFF_SHARE
 from study.task.decorator import HIGHEST, LOWEST
 
 Range = tuple[float, float]
+ROWS_AT_ONCE = 250  # participants' rows built between two chances for other work
+
+
+def _give_way() -> None:
+    """Let the process's other work run (a greenlet switch under gevent)."""
+    time.sleep(0)
 
 
 def snapshot(storage: Any, now: float, connected: Callable[[str], int],
@@ -26,14 +36,20 @@ def snapshot(storage: Any, now: float, connected: Callable[[str], int],
     participant, newest last; ``ranges`` are the target ranges per cookie type and
     ``clipped_capability`` what the protocol declares follows a clipped capability."""
     participants = storage.all("SELECT * FROM participants ORDER BY id")
+    _give_way()
     sessions = _sessions_by_participant(storage)
+    _give_way()
     rounds = _rounds_by_session(storage)
+    _give_way()
     allocations = _kits_by_round(storage)
+    _give_way()
     statuses = _statuses(storage)
     teams = {row["participant_id"]: row for row in storage.all(
         "SELECT participant_id, live_type, participant_role, target_met FROM teammates")}
     rows = []
-    for participant in participants:
+    for index, participant in enumerate(participants, 1):
+        if index % ROWS_AT_ONCE == 0:
+            _give_way()
         status = statuses.get(participant["id"], DEFAULT_STATUS)
         rows.append({
             "code": participant["code"], "step": participant["step"],
@@ -49,6 +65,7 @@ def snapshot(storage: Any, now: float, connected: Callable[[str], int],
         })
     for row in rows:
         row["current"] = _current_round(row["sessions"])
+    _give_way()
     measured = storage.all("SELECT * FROM measurements WHERE kind = 'capability' "
                            "ORDER BY task_type, value")
     calibration = _calibration(measured, ranges or {})

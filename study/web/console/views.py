@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,9 @@ security.limiter.limit(security.CONSOLE_LIMIT)(blueprint)
 NAMESPACE = "/console"
 MAX_LINKS = 500
 PUSH_INTERVAL = 0.5  # seconds between checks for a changed snapshot
+# At most this share of a server process's time goes to building the live view: a study of
+# thousands of participants takes a good part of a second to read (docs/study-day.md).
+CONSOLE_SHARE = 0.1
 
 
 def study() -> Any:
@@ -310,10 +314,12 @@ class Pusher:
     """Sends the snapshot to this process's ``/console`` sockets when it changed (thread);
     a socket whose session has logged out (on any process) is dropped, never pushed to."""
 
-    def __init__(self, app: Flask, socketio: SocketIO, interval: float = PUSH_INTERVAL) -> None:
+    def __init__(self, app: Flask, socketio: SocketIO, interval: float = PUSH_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.app = app
         self.socketio = socketio
         self.interval = interval
+        self.clock = clock
         self.viewers: dict[str, str | None] = {}  # sid -> console session id
         self.last: str | None = None
         self.lock = threading.Lock()
@@ -330,9 +336,18 @@ class Pusher:
             self.viewers.pop(sid, None)
 
     def run(self) -> None:
-        while not self.stopped.wait(self.interval):
+        pause = self.interval
+        while not self.stopped.wait(pause):
             if self.viewers:
+                began = self.clock()
                 self.push()
+                pause = self.pause_after(self.clock() - began)
+
+    def pause_after(self, took: float) -> float:
+        """The wait before the next snapshot: the interval, or as long as it takes for
+        the snapshots to cost at most ``CONSOLE_SHARE`` of the process, which serves the
+        participants too."""
+        return max(self.interval, took * (1 - CONSOLE_SHARE) / CONSOLE_SHARE)
 
     def push(self) -> None:
         with self.lock:

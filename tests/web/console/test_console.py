@@ -14,6 +14,7 @@ from support.console import PASSWORD, csrf_of, logged_in, make_app
 from support.web import DEMO, page_socket
 
 from study.protocol.loader import load_protocol
+from study.web.console import live, views
 from study.web.participant.agent_pool import PoolTeammates
 
 
@@ -276,6 +277,38 @@ def test_live_view_shows_round_cookies_kits_and_connections(app):
     snapshot = client.get("/console/live.json").get_json()
     [row] = [p for p in snapshot["participants"] if p["code"] == "livebot"]
     assert row["connections"] == 0
+
+
+def test_the_live_view_takes_at_most_a_tenth_of_the_process(app):
+    """A study of thousands takes a good part of a second to read (docs/study-day.md): the
+    snapshots then come further apart, and the participants keep nine tenths of the
+    process that serves them."""
+    moments = iter([0.0, 0.4, 5.0, 5.01])  # a snapshot that took 0.4 s, then one of 0.01
+    pusher = views.Pusher(app, app.extensions["socketio"], interval=0.5,
+                          clock=lambda: next(moments))
+    pusher.viewers["a viewer"] = None
+    waits: list[float] = []
+
+    class Stopped:
+        def wait(self, timeout: float) -> bool:
+            waits.append(timeout)
+            return len(waits) > 2
+
+    pusher.stopped = Stopped()  # type: ignore[assignment]
+    pusher.push = lambda: None  # type: ignore[method-assign]  # its cost is the clock's
+    pusher.run()
+    assert waits == [0.5, pytest.approx(3.6), 0.5]
+
+
+def test_a_snapshot_lets_other_work_go_first_between_its_queries_and_rows(app, monkeypatch):
+    for _ in range(5):
+        journey(app).enrol()
+    chances: list[int] = []
+    monkeypatch.setattr(live, "ROWS_AT_ONCE", 2)
+    monkeypatch.setattr(live, "_give_way", lambda: chances.append(1))
+    snapshot = live.snapshot(journey(app).storage, 0.0, lambda code: 0)
+    assert len(snapshot["participants"]) == 5
+    assert len(chances) == 5 + 2  # after four queries and the rows, and every two rows
 
 
 def test_download_is_the_export_as_a_zip(app):
