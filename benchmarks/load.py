@@ -64,6 +64,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.console import ConsoleViewers
 from benchmarks.cpu import CORES, CpuWindow
 from benchmarks.floor import HEADER as FLOOR_HEADER
 from benchmarks.floor import FloorRow, Teams, run_floor
@@ -122,6 +123,7 @@ class Row:
     lock_wait_share: float = float("nan")
     # share of the window the workers together held the write lock (at most 1)
     lock_held_share: float = float("nan")
+    console: str = ""  # the console's live views open in the run (``--console``)
 
     def people_per_core(self) -> float:
         """Participants one core carries at this row's CPU per message and mix, fully
@@ -149,7 +151,7 @@ class Row:
                 f"together {self.lock_held_share:.1%} of the window, waiting for another "
                 f"worker's {self.lock_wait_share:.1%} of a worker's time, "
                 f"resent after a timeout {t.resent}, reconnects "
-                f"{t.reconnects}, refused: {refused}")
+                f"{t.reconnects}, refused: {refused}{self.console}")
 
     def workers_cpu_ms(self) -> float:
         """The study's workers' CPU a message, without the balancer and the queue."""
@@ -236,13 +238,17 @@ def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row
                      measure_from + args.steady, pace=HUMAN if config.pace == "human" else FAST,
                      facts=StudyFacts.from_protocol(load_protocol(protocol)), seed=args.seed,
                      prefix=f"{config.pace[0]}{config.workers}w")
+    viewers = ConsoleViewers(server.url, args.console, plan.measure_from, plan.end)
     try:
         cpu = CpuWindow(server.process.pid, plan.measure_from, plan.end, db)
-        report = run_light_swarm(plan, swarm_processes(config.participants, args.swarm_processes))
+        with viewers:
+            report = run_light_swarm(plan, swarm_processes(config.participants,
+                                                           args.swarm_processes))
         time.sleep(1.0)  # the last rounds of the window close
     finally:
         server.stop()
-    return summarise(config, plan, report, cpu.used(), cpu.lock_times(), db, server.output())
+    row = summarise(config, plan, report, cpu.used(), cpu.lock_times(), db, server.output())
+    return replace(row, console=viewers.summary())
 
 
 def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
@@ -456,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", action="store_true",
                         help="also run the floor server (benchmarks.floor) like each "
                              "human row, with its study's mix of messages and pushes")
+    parser.add_argument("--console", type=int, default=0, metavar="N",
+                        help="keep N of the console's live views open through each run, "
+                             "as an experimenter watching does")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep every configuration's database and server log in DIR")
     args = parser.parse_args(argv)
