@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -206,38 +207,42 @@ def test_page_loads_and_declined_consents_do_not_steer_the_balance(tmp_path, tea
     assert orders.count(("efficient", "fair")) == orders.count(("fair", "efficient")) == 5
 
 
-def test_a_person_dropped_from_a_team_seat_frees_their_order(tmp_path, teammates, clock):
+ORDERS = [["efficient", "fair"], ["fair", "efficient"]]
+
+
+def consented(tmp_path: Path, teammates: Any, clock: Any, count: int) -> tuple[Any, list[str]]:
+    """An open study with ``count`` people who arrived and consented, and their codes."""
     app = make_app(tmp_path, teammates, clock,
                    protocol=recruitment_protocol(tmp_path / "open.toml", open_enrolment=True))
-    codes = [code_of(app.test_client().get(f"/start?{start(f'member-{n}')}")) for n in range(2)]
+    codes = [code_of(app.test_client().get(f"/start?{start(f'member-{n}')}"))
+             for n in range(count)]
     for code in codes:
         consent(app, code)
+    return app, codes
+
+
+def test_a_person_dropped_from_a_team_seat_frees_their_order(tmp_path, teammates, clock):
+    app, codes = consented(tmp_path, teammates, clock, 2)
     storage = app.extensions["study"].storage
-    candidates = [["efficient", "fair"], ["fair", "efficient"]]
-    assert balance.order_counts(storage, candidates) == [1, 1]
+    assert balance.order_counts(storage, ORDERS) == [1, 1]
     dropped = participants_by_code(app)[codes[0]]
     with storage.event():
         storage.update("participants", dropped["id"], {"step": "dropped"})
-    counts = balance.order_counts(storage, candidates)
+    counts = balance.order_counts(storage, ORDERS)
     assert sum(counts) == 1
-    assert counts[candidates.index(json.loads(dropped["condition_order"]))] == 0
+    assert counts[ORDERS.index(json.loads(dropped["condition_order"]))] == 0
 
 
 def test_an_order_counts_once_however_its_json_is_spelled(tmp_path, teammates, clock):
     """SQLite groups the orders by their text: two spellings of one order are one order."""
-    app = make_app(tmp_path, teammates, clock,
-                   protocol=recruitment_protocol(tmp_path / "open.toml", open_enrolment=True))
-    codes = [code_of(app.test_client().get(f"/start?{start(f'member-{n}')}")) for n in range(3)]
-    for code in codes:
-        consent(app, code)
+    app, codes = consented(tmp_path, teammates, clock, 3)
     storage = app.extensions["study"].storage
-    candidates = [["efficient", "fair"], ["fair", "efficient"]]
     with storage.event():
         for code, spelled in zip(codes, ('["fair","efficient"]', '[ "fair", "efficient" ]',
                                          '["efficient", "fair"]'), strict=True):
             storage.write("UPDATE participants SET condition_order = ? WHERE code = ?",
                           (spelled, code))
-    assert balance.order_counts(storage, candidates) == [1, 2]
+    assert balance.order_counts(storage, ORDERS) == [1, 2]
 
 
 def participants_by_code(app: Any) -> dict[str, dict[str, Any]]:
