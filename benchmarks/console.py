@@ -5,11 +5,9 @@ is what a run with it open shows against one without."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from types import TracebackType
-from typing import Any
 
 import socketio
 
@@ -42,10 +40,11 @@ class ConsoleViewers:
         for client in self.clients:
             client.disconnect()
 
-    def _pushed(self, snapshot: dict[str, Any]) -> None:
+    def _pushed(self, text: str, _now: float) -> None:
+        """A snapshot pushed (as the page gets it: JSON text and the server's clock)."""
         if self.start <= time.time() <= self.end:
             with self.lock:
-                self.sizes.append(len(json.dumps(snapshot)))
+                self.sizes.append(len(text))
 
     def summary(self) -> str:
         """A line for the run's details."""

@@ -322,9 +322,9 @@ const socket = io("/console", {transports: ["websocket", "polling"]});
 socket.on("connect", () => { status.textContent = "live"; });
 socket.on("disconnect", () => { status.textContent = "reconnecting…"; });
 socket.on("connect_error", () => { status.textContent = "not connected (log in again?)"; });
-socket.on("live", (next) => {
-  snapshot = next;
-  offset = next.now - Date.now() / 1000;
+socket.on("live", (text, now) => {  // the snapshot as JSON text, and the server's clock
+  snapshot = {...JSON.parse(text), now};
+  offset = now - Date.now() / 1000;
   draw();
 });
 draw();

@@ -268,7 +268,9 @@ def test_live_view_shows_round_cookies_kits_and_connections(app):
     assert viewer.is_connected("/console")
     app.extensions["console_pusher"].push()
     pushes = [p for p in viewer.get_received("/console") if p["name"] == "live"]
-    [row] = [p for p in pushes[-1]["args"][0]["participants"] if p["code"] == "livebot"]
+    text, now = pushes[-1]["args"]  # encoded once, the server's clock beside it
+    assert now == pytest.approx(study.clock())
+    [row] = [p for p in json.loads(text)["participants"] if p["code"] == "livebot"]
     assert row["step"] == "practice" and row["connections"] == 1
     current = row["current"]
     assert current["running"] and current["number"] == 1 and current["of"] == 4
