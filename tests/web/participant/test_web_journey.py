@@ -115,7 +115,23 @@ def test_a_cookie_after_the_deadline_is_refused(app, clock):
     clock.advance(journey(app).protocol.practice_seconds + 0.5)
     reply = you.cookie(round_state)
     assert reply["reason"] == "round-closed"
+    assert reply["state"]["round"]["id"] == round_state["id"]  # for the page to redraw
     assert rows(app, "SELECT count(*) AS n FROM cookies")[0]["n"] == 0
+
+
+def test_a_placed_element_after_the_deadline_is_refused_with_the_state(app, clock):
+    """A client that asks for a placed element's answer follows the state it carries (the
+    load bots; one still on a closed round would go on sending for it)."""
+    you = Browser(app, "late-2")
+    through_preferences(you)
+    round_state = you.start(1)
+    clock.advance(journey(app).protocol.practice_seconds + 0.5)
+    reply = you.send("progress", {"round_id": round_state["id"], "content": []})
+    assert reply["reason"] == "round-closed"
+    assert reply["state"]["round"]["id"] == round_state["id"]
+    assert [row["reason"] for row in rows(app, "SELECT reason FROM rejections WHERE "
+                                          "event = 'progress'")] == ["round-closed"]
+    assert rows(app, "SELECT count(*) AS n FROM progress")[0]["n"] == 0
 
 
 def test_a_restarted_server_closes_overdue_rounds(tmp_path, teammates, clock):
