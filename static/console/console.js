@@ -54,6 +54,7 @@ async function act(code, action) {
     method: "POST", body, headers: {"Accept": "application/json", "X-CSRF-Token": window.CONSOLE.csrf},
   });
   if (!reply.ok) window.alert(action + " failed: " + reply.status);
+  else if (finishedPanel.open) loadFinished(true);  // its rows are read, not pushed
 }
 
 function actions(participant) {
@@ -273,18 +274,15 @@ function teamButton(id, action, label) {
 
 function teamRow(team) {
   const tr = document.createElement("tr");
-  tr.className = team.finished ? "finished" : "";
   const seats = team.seats.map((s) => (s.seat + 1) + ": " + (s.code || s.kind) + " — " + s.state).join("; ");
   const place = team.round ? "S" + team.round.session + " · " + team.round.number + (team.round.running ? " (running)" : "") : "not started";
   const next = team.next_round_at ? Math.max(0, Math.round(team.next_round_at - (Date.now() / 1000 + offset))) + " s" : "";
   const actions = document.createElement("td");
   actions.className = "actions";
-  if (!team.finished) {
-    actions.append(teamButton(team.id, "pause", "Pause team"), teamButton(team.id, "resume", "Resume team"),
-      teamButton(team.id, "abort", "Abort team"));
-  }
+  actions.append(teamButton(team.id, "pause", "Pause team"), teamButton(team.id, "resume", "Resume team"),
+    teamButton(team.id, "abort", "Abort team"));
   tr.append(cell(team.id, "code"), cell(team.formed_by + " · " + (team.live_type || "")),
-            cell(seats), cell(team.finished ? "finished" : place), cell(next), actions);
+            cell(seats), cell(place), cell(next), actions);
   return tr;
 }
 
@@ -294,12 +292,45 @@ function teamsPanel() {
   body.replaceChildren(...snapshot.teams.map(teamRow));
   labelCells(body);
   lobbyLine();
+  document.getElementById("finished-teams").textContent = "Teams that played to their end: " +
+    (snapshot.finished_teams || 0) + " (not listed).";
 }
+
+// Participants whose study ended: counted in every snapshot, their rows read a page at a
+// time (newest first) when the experimenter opens the list, so the live view stays the
+// size of the study now.
+const finishedPanel = document.getElementById("finished");
+const finished = {rows: [], more: false};
+
+function finishedLine() {
+  const counts = snapshot.finished || {count: 0, steps: {}};
+  const steps = Object.entries(counts.steps).map(([step, n]) => step + " " + n).join(" · ");
+  document.getElementById("finished-count").textContent = counts.count ?
+    counts.count + " (" + steps + ")" : "none yet";
+}
+
+async function loadFinished(fromNewest) {
+  const last = finished.rows[finished.rows.length - 1];
+  const query = fromNewest || !last ? "" : "?before=" + last.id;
+  const reply = await fetch(window.CONSOLE.finishedUrl + query, {headers: {"Accept": "application/json"}});
+  if (!reply.ok) return;
+  const page = await reply.json();
+  finished.rows = fromNewest ? page.participants : finished.rows.concat(page.participants);
+  finished.more = page.more;
+  const body = document.querySelector("#finished-rows tbody");
+  body.replaceChildren(...finished.rows.map(row));
+  labelCells(body);
+  document.getElementById("finished-more").hidden = !finished.more;
+}
+
+finishedPanel.addEventListener("toggle", () => { if (finishedPanel.open) loadFinished(true); });
+document.getElementById("finished-more").addEventListener("click", () => loadFinished(false));
 
 function draw() {
   table.replaceChildren(...snapshot.participants.map(row));
   labelCells(table);
   teamsPanel();
+  finishedLine();
   targetLine();
   storageLine();
   processesLine();

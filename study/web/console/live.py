@@ -1,12 +1,12 @@
 """The experimenter's live view: every participant's place in the study, read from SQLite.
 
-One snapshot is a handful of queries over the whole study (not per participant), cheap
-enough to rebuild several times a second for a hundred participants; the console pushes it
-only when it changed, and less often as the study grows (``views.CONSOLE_SHARE``). Between
-its queries, and every ``ROWS_AT_ONCE`` participants, it lets the server's other work go
-first: a study of thousands takes a good part of a second to read, and participants'
-messages must not wait for all of it. Time left is sent as the deadline plus the server
-clock, so browsers count down without new snapshots.
+One snapshot is a handful of queries for the participants taking part now (not one per
+participant); those whose study ended are counts, their rows read a page at a time when
+the experimenter asks (``finished_page``), so a snapshot costs what the people in the
+study now cost, however many it has had. The console pushes it only when it changed, and
+less often as it grows (``views.CONSOLE_SHARE``). Between its queries, and every
+``ROWS_AT_ONCE`` participants, it lets the server's other work go first. Time left is
+sent as the deadline plus the server clock, so browsers count down without new snapshots.
 """
 
 from __future__ import annotations
@@ -19,9 +19,16 @@ from typing import Any
 
 from study.calibration.pilot import OFF_SHARE
 from study.task.decorator import HIGHEST, LOWEST
+from study.web.participant.pages import TERMINAL
 
 Range = tuple[float, float]
 ROWS_AT_ONCE = 250  # participants' rows built between two chances for other work
+PAGE = 200  # participants whose study ended, sent at a time
+LAST_ID = 2**62  # above every participant id, within SQLite's integers
+# A participant still in the study: not at a step that ends it.
+TAKING_PART = "step NOT IN ({})".format(", ".join(f"'{step}'" for step in TERMINAL))
+# The participants of a JSON array of ids (one parameter, however many).
+AMONG = "(SELECT value FROM json_each(?))"
 
 
 def _give_way() -> None:
@@ -32,27 +39,64 @@ def _give_way() -> None:
 def snapshot(storage: Any, now: float, connected: Callable[[str], int],
              ranges: Mapping[int, Range] | None = None,
              clipped_capability: str = "continue") -> dict[str, Any]:
-    """``{"now", "participants": [...], "target", "calibration"}`` with one entry per
-    participant, newest last; ``ranges`` are the target ranges per cookie type and
-    ``clipped_capability`` what the protocol declares follows a clipped capability."""
-    participants = storage.all("SELECT * FROM participants ORDER BY id")
+    """``{"now", "participants": [...], "finished", "target", "calibration"}``: one entry
+    per participant taking part now, newest last, and those whose study ended as counts
+    by step (their rows come a page at a time from ``finished_page``), so a snapshot's
+    size follows the people in the study now, not all it has had; ``ranges`` are the
+    target ranges per cookie type and ``clipped_capability`` what the protocol declares
+    follows a clipped capability."""
+    participants = storage.all(f"SELECT * FROM participants WHERE {TAKING_PART} ORDER BY id")
+    rows = participant_rows(storage, participants, connected)
     _give_way()
-    sessions = _sessions_by_participant(storage)
+    measured = storage.all("SELECT * FROM measurements WHERE kind = 'capability' "
+                           "ORDER BY task_type, value")
+    calibration = _calibration(measured, ranges or {})
+    unmatched = {row["id"] for row in storage.all(
+        "SELECT id FROM participants WHERE step = 'unmatched'")}
+    clipped = _clipped_people(measured, unmatched, clipped_capability)
+    calibration["clipped_people"] = clipped
+    return {"now": now, "participants": rows, "finished": _finished_counts(storage),
+            "target": {**_target_counts(storage, len(unmatched)),
+                       "unmatched_clipped": clipped["unmatched"]},
+            "calibration": calibration}
+
+
+def finished_page(storage: Any, connected: Callable[[str], int],
+                  before: int | None = None) -> dict[str, Any]:
+    """Participants whose study ended, newest first, ``PAGE`` at a time below the id
+    ``before``: ``{"participants": [...], "more": bool}``."""
+    participants = storage.all(
+        f"SELECT * FROM participants WHERE NOT ({TAKING_PART}) AND id < ? "
+        "ORDER BY id DESC LIMIT ?", (LAST_ID if before is None else before, PAGE + 1))
+    return {"participants": participant_rows(storage, participants[:PAGE], connected),
+            "more": len(participants) > PAGE}
+
+
+def participant_rows(storage: Any, participants: list[dict[str, Any]],
+                     connected: Callable[[str], int]) -> list[dict[str, Any]]:
+    """The console's row of each participant (their sessions, rounds and kits read for
+    these participants only), in the order given."""
+    ids = json.dumps([participant["id"] for participant in participants])
     _give_way()
-    rounds = _rounds_by_session(storage)
+    sessions = _sessions_by_participant(storage, ids)
     _give_way()
-    allocations = _kits_by_round(storage)
+    rounds = _rounds_by_session(storage, ids)
     _give_way()
-    statuses = _statuses(storage)
+    allocations = _kits_by_round(storage, ids)
+    _give_way()
+    statuses = _statuses(storage, ids)
     teams = {row["participant_id"]: row for row in storage.all(
-        "SELECT participant_id, live_type, participant_role, target_met FROM teammates")}
+        "SELECT participant_id, live_type, participant_role, target_met FROM teammates "
+        f"WHERE participant_id IN {AMONG}", (ids,))}
     rows = []
     for index, participant in enumerate(participants, 1):
         if index % ROWS_AT_ONCE == 0:
             _give_way()
         status = statuses.get(participant["id"], DEFAULT_STATUS)
+        sessions_seen = [_session_view(s, rounds.get(s["id"], []), allocations)
+                         for s in sessions.get(participant["id"], [])]
         rows.append({
-            "code": participant["code"], "step": participant["step"],
+            "id": participant["id"], "code": participant["code"], "step": participant["step"],
             "can_withdraw": participant["consent"] == "given",
             "created_at": participant["created_at"],
             "condition_order": json.loads(participant["condition_order"] or "null"),
@@ -60,21 +104,17 @@ def snapshot(storage: Any, now: float, connected: Callable[[str], int],
             "note": status.get("note"), "connections": connected(participant["code"]),
             "robots_identical": participant.get("robots_identical") == 1,
             "team": _team_view(teams.get(participant["id"])),
-            "sessions": [_session_view(s, rounds.get(s["id"], []), allocations)
-                         for s in sessions.get(participant["id"], [])],
+            "sessions": sessions_seen, "current": _current_round(sessions_seen),
         })
-    for row in rows:
-        row["current"] = _current_round(row["sessions"])
-    _give_way()
-    measured = storage.all("SELECT * FROM measurements WHERE kind = 'capability' "
-                           "ORDER BY task_type, value")
-    calibration = _calibration(measured, ranges or {})
-    clipped = _clipped_people(measured, {row["id"]: row["step"] for row in participants},
-                              clipped_capability)
-    calibration["clipped_people"] = clipped
-    return {"now": now, "participants": rows,
-            "target": {**_target_counts(rows), "unmatched_clipped": clipped["unmatched"]},
-            "calibration": calibration}
+    return rows
+
+
+def _finished_counts(storage: Any) -> dict[str, Any]:
+    """How many participants' studies ended, by the step they ended at."""
+    steps = {row["step"]: row["n"] for row in storage.all(
+        f"SELECT step, count(*) AS n FROM participants WHERE NOT ({TAKING_PART}) "
+        "GROUP BY step")}
+    return {"count": sum(steps.values()), "steps": steps}
 
 
 def _team_view(row: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -85,12 +125,13 @@ def _team_view(row: dict[str, Any] | None) -> dict[str, Any] | None:
             "target_met": row["target_met"] == 1}
 
 
-def _target_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+def _target_counts(storage: Any, unmatched: int) -> dict[str, int]:
     """How many participants so far are in the team under study, off it, or unplaced."""
-    teams = [row["team"] for row in rows if row["team"] is not None]
-    return {"in_target": sum(team["target_met"] for team in teams),
-            "off_target": sum(not team["target_met"] for team in teams),
-            "unmatched": sum(row["step"] == "unmatched" for row in rows)}
+    placed = {row["target_met"]: row["n"] for row in storage.all(
+        "SELECT t.target_met, count(*) AS n FROM teammates t JOIN participants p "
+        "ON p.id = t.participant_id WHERE t.live_type IS NOT NULL GROUP BY t.target_met")}
+    return {"in_target": placed.get(1, 0), "off_target": placed.get(0, 0),
+            "unmatched": unmatched}
 
 
 def _calibration(rows: list[dict[str, Any]], ranges: Mapping[int, Range]) -> dict[str, Any]:
@@ -107,13 +148,13 @@ def _calibration(rows: list[dict[str, Any]], ranges: Mapping[int, Range]) -> dic
             "amber": any(entry["amber"] for entry in types)}
 
 
-def _clipped_people(rows: list[dict[str, Any]], steps: Mapping[int, str],
+def _clipped_people(rows: list[dict[str, Any]], unmatched_ids: set[int],
                     consequence: str) -> dict[str, Any]:
     """How many participants have a clipped capability and what followed, as the protocol
     declares it: they continued (the analysis leaves them out, rule clipped-capability) or
     met the unmatched page."""
     people = {row["participant_id"] for row in rows if _clipped(row)}
-    unmatched = sum(steps.get(pid) == "unmatched" for pid in people)
+    unmatched = len(people & unmatched_ids)
     return {"consequence": consequence, "people": len(people),
             "continued": len(people) - unmatched, "unmatched": unmatched}
 
@@ -142,34 +183,38 @@ def _calibration_type(task_type: int, rows: list[dict[str, Any]],
 DEFAULT_STATUS = {"status": "active", "flagged": 0, "note": None}
 
 
-def _statuses(storage: Any) -> dict[int, dict[str, Any]]:
+def _statuses(storage: Any, ids: str) -> dict[int, dict[str, Any]]:
     if "console_status" not in storage.db.table_names():
         return {}
-    return {row["participant_id"]: row for row in storage.all("SELECT * FROM console_status")}
+    return {row["participant_id"]: row for row in storage.all(
+        f"SELECT * FROM console_status WHERE participant_id IN {AMONG}", (ids,))}
 
 
-def _sessions_by_participant(storage: Any) -> dict[int, list[dict[str, Any]]]:
+def _sessions_by_participant(storage: Any, ids: str) -> dict[int, list[dict[str, Any]]]:
     grouped: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for row in storage.all("SELECT id, participant_id, number, kind, condition, robot, "
-                           "rounds FROM sessions ORDER BY participant_id, number"):
+                           f"rounds FROM sessions WHERE participant_id IN {AMONG} "
+                           "ORDER BY participant_id, number", (ids,)):
         grouped[row["participant_id"]].append(row)
     return grouped
 
 
-def _rounds_by_session(storage: Any) -> dict[int, list[dict[str, Any]]]:
+def _rounds_by_session(storage: Any, ids: str) -> dict[int, list[dict[str, Any]]]:
     grouped: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for row in storage.all("SELECT id, session_id, number, task_name, teammate_task_type, "
                            "started_at, deadline, closed_at, close_reason, "
                            "participant_cookies, teammate_cookies FROM rounds "
-                           "ORDER BY session_id, number"):
+                           f"WHERE participant_id IN {AMONG} ORDER BY session_id, number",
+                           (ids,)):
         grouped[row["session_id"]].append(row)
     return grouped
 
 
-def _kits_by_round(storage: Any) -> dict[int, dict[str, str]]:
+def _kits_by_round(storage: Any, ids: str) -> dict[int, dict[str, str]]:
     """Round id -> {role: kit name} the robot handed out."""
     kits: dict[int, dict[str, str]] = defaultdict(dict)
-    for row in storage.all("SELECT round_id, role, task_name FROM allocations"):
+    for row in storage.all("SELECT round_id, role, task_name FROM allocations "
+                           f"WHERE participant_id IN {AMONG}", (ids,)):
         kits[row["round_id"]][row["role"]] = row["task_name"]
     return kits
 
@@ -179,17 +224,23 @@ def _session_view(session: dict[str, Any], rounds: list[dict[str, Any]],
     return {
         "number": session["number"], "kind": session["kind"],
         "condition": session["condition"], "robot": session["robot"],
-        "of": session["rounds"],
-        "rounds": [{
-            "number": r["number"], "running": r["closed_at"] is None,
-            "started_at": r["started_at"], "deadline": r["deadline"],
-            "close_reason": r["close_reason"],
-            "kit": r["task_name"], "teammate_kit": kits.get(r["id"], {}).get("teammate"),
-            "cookies": r["participant_cookies"],
-            "teammate_cookies": (r["teammate_cookies"] if r["teammate_task_type"] is not None
-                                 else None),
-        } for r in rounds],
+        "of": session["rounds"], "rounds": [_round_view(r, kits) for r in rounds],
     }
+
+
+def _round_view(row: dict[str, Any], kits: dict[int, dict[str, str]]) -> dict[str, Any]:
+    """A round as the console shows it; its times only while it runs (a closed round's
+    are in the export, and a view of a thousand people's rounds is sent every few
+    seconds)."""
+    view = {"number": row["number"], "running": row["closed_at"] is None,
+            "close_reason": row["close_reason"], "kit": row["task_name"],
+            "teammate_kit": kits.get(row["id"], {}).get("teammate"),
+            "cookies": row["participant_cookies"],
+            "teammate_cookies": (row["teammate_cookies"]
+                                 if row["teammate_task_type"] is not None else None)}
+    if view["running"]:
+        view |= {"started_at": row["started_at"], "deadline": row["deadline"]}
+    return view
 
 
 def _current_round(sessions: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -11,22 +11,32 @@ from typing import Any
 
 from study.web.console import holds
 
+PLAYING = "(SELECT id FROM teams WHERE finished_at IS NULL)"
+
 
 def teams_view(storage: Any) -> list[dict[str, Any]]:
-    """Every team, newest first: how it formed, its seats and where it is."""
+    """Every team still playing, newest first: how it formed, its seats and where it is
+    (finished teams are counted, ``finished_teams``: a live view sized by the study now)."""
     seats: dict[int, list[dict[str, Any]]] = {}
     for row in storage.all("SELECT s.*, p.code, p.step FROM seats s LEFT JOIN participants p "
-                           "ON p.id = s.participant_id ORDER BY s.team_id, s.seat"):
+                           f"ON p.id = s.participant_id WHERE s.team_id IN {PLAYING} "
+                           "ORDER BY s.team_id, s.seat"):
         seats.setdefault(row["team_id"], []).append(_seat_view(row))
     rounds = {row["team_id"]: row for row in storage.all(
-        "SELECT team_id, session, number, deadline, closed_at FROM team_rounds t WHERE id = "
+        "SELECT team_id, session, number, deadline, closed_at FROM team_rounds t WHERE "
+        f"team_id IN {PLAYING} AND id = "
         "(SELECT max(id) FROM team_rounds u WHERE u.team_id = t.team_id)")}
     return [{"id": team["id"], "formed_by": team["formed_by"], "formed_at": team["formed_at"],
              "live_type": team["live_type"], "conditions": json.loads(team["condition_order"]),
              "session": team["session"], "next_round_at": team["next_round_at"],
-             "finished": team["finished_at"] is not None,
              "round": _round_view(rounds.get(team["id"])), "seats": seats.get(team["id"], [])}
-            for team in storage.all("SELECT * FROM teams ORDER BY id DESC")]
+            for team in storage.all("SELECT * FROM teams WHERE finished_at IS NULL "
+                                    "ORDER BY id DESC")]
+
+
+def finished_teams(storage: Any) -> int:
+    """How many teams played to their end."""
+    return storage.one("SELECT count(*) AS n FROM teams WHERE finished_at IS NOT NULL")["n"]
 
 
 def _seat_view(row: dict[str, Any]) -> dict[str, Any]:

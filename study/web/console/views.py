@@ -117,12 +117,17 @@ def target_ranges(protocol: Any) -> dict[int, tuple[float, float]]:
             for task_type in range(len(protocol.cookies))}
 
 
-def current_snapshot(app: Flask) -> dict[str, Any]:
-    journey = app.extensions["study"]
+def connected(app: Flask) -> Callable[[str], int]:
+    """A participant code's live connections (-1 where this server does not track them)."""
     counts = connection_counts(app)
     tracked = "connections" in app.extensions
-    snapshot = live.snapshot(journey.storage, journey.clock(),
-                             lambda code: counts[code] if tracked else -1,
+    return lambda code: counts[code] if tracked else -1
+
+
+def current_snapshot(app: Flask) -> dict[str, Any]:
+    journey = app.extensions["study"]
+    tracked = "connections" in app.extensions
+    snapshot = live.snapshot(journey.storage, journey.clock(), connected(app),
                              target_ranges(journey.protocol),
                              journey.protocol.clipped_capability)
     # Messages of connections that never joined: only counted, never stored.
@@ -134,6 +139,7 @@ def current_snapshot(app: Flask) -> dict[str, Any]:
     design = journey.protocol.team
     if design is not None:
         snapshot["teams"] = teams.teams_view(journey.storage)
+        snapshot["finished_teams"] = teams.finished_teams(journey.storage)
         snapshot["lobby"] = teams.lobby_view(journey.storage, design.shared_seconds)
     return snapshot
 
@@ -158,6 +164,17 @@ def index() -> str:
 @auth.console_required
 def live_json() -> Response:
     return current_app.json.response(current_snapshot(current_app))
+
+
+@blueprint.get("/finished.json")
+@auth.console_required
+def finished_json() -> Response:
+    """Participants whose study ended, a page at a time, newest first (``?before=ID``)."""
+    before = request.args.get("before", type=int)
+    if before is not None:
+        before = min(max(before, 0), live.LAST_ID)  # an id SQLite can compare
+    return current_app.json.response(live.finished_page(study().storage,
+                                                        connected(current_app), before))
 
 
 # --- links -----------------------------------------------------------------------------

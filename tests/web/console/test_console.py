@@ -53,7 +53,7 @@ def actions(app) -> list[str]:
 
 
 @pytest.mark.parametrize("path", ["/console/", "/console/live.json", "/console/export.zip",
-                                  "/console/log"])
+                                  "/console/log", "/console/finished.json"])
 def test_every_console_page_needs_a_login(app, path):
     client = app.test_client()
     reply = client.get(path, headers={"Accept": "application/json"})
@@ -311,6 +311,48 @@ def test_a_snapshot_lets_other_work_go_first_between_its_queries_and_rows(app, m
     snapshot = live.snapshot(journey(app).storage, 0.0, lambda code: 0)
     assert len(snapshot["participants"]) == 5
     assert len(chances) == 5 + 2  # after four queries and the rows, and every two rows
+
+
+def decline(app, code: str) -> None:
+    journey(app).enrol(code)
+    reply = journey(app).handle("submit", code, {"msg_id": f"{code}-no", "step": "consent",
+                                                  "data": {"agree": False}})
+    assert reply["ok"], reply
+
+
+def test_the_live_view_is_the_size_of_the_study_now(app):
+    """Participants whose study ended are counts in the pushed view, however many: a study
+    of thousands costs its console what the people in it now cost."""
+    participant_at_practice(app, "still-here")
+    before = live.snapshot(journey(app).storage, 0.0, lambda code: 0)
+    for n in range(30):
+        decline(app, f"gone-{n:02d}")
+    after = live.snapshot(journey(app).storage, 0.0, lambda code: 0)
+    assert [row["code"] for row in after["participants"]] == ["still-here"]
+    assert after.pop("finished") == {"count": 30, "steps": {"declined": 30}}
+    assert before.pop("finished") == {"count": 0, "steps": {}}
+    assert after == before
+
+
+def test_participants_whose_study_ended_are_read_a_page_at_a_time(app, monkeypatch):
+    monkeypatch.setattr(live, "PAGE", 2)
+    for n in range(5):
+        decline(app, f"gone-{n}")
+    participant_at_practice(app, "still-here")
+    client, _ = logged_in(app)
+    pages, query = [], ""
+    while True:
+        page = client.get(f"/console/finished.json{query}").get_json()
+        pages.append([row["code"] for row in page["participants"]])
+        if not page["more"]:
+            break
+        query = f"?before={page['participants'][-1]['id']}"
+    assert pages == [["gone-4", "gone-3"], ["gone-2", "gone-1"], ["gone-0"]]
+    newest = ["gone-4", "gone-3"]
+    for before, codes in (("abc", newest), ("-5", []), ("9" * 30, newest)):
+        reply = client.get(f"/console/finished.json?before={before}")
+        assert reply.status_code == 200
+        assert [row["code"] for row in reply.get_json()["participants"]] == codes
 
 
 def test_download_is_the_export_as_a_zip(app):

@@ -1,6 +1,6 @@
 """The console in real Chromium: log in, see the server's processes, create links, watch a
-participant move live, pause them with the button, read a participant as a card on a
-phone."""
+participant move live, pause them with the button, find one whose study ended in the list
+read on request, read a participant as a card on a phone."""
 
 from __future__ import annotations
 
@@ -63,6 +63,15 @@ def test_the_console_creates_links_shows_live_changes_and_pauses(served):
         page.once("dialog", lambda dialog: dialog.accept("coffee break"))
         page.click(f"{row} button:text('Pause')")
         page.wait_for_selector(f"{row}.paused", timeout=5000)
+
+        # A participant whose study ended leaves the live rows for the list read on request.
+        study.handle("submit", codes[1], {"msg_id": "browser-decline", "step": "consent",
+                                          "data": {"agree": False}})
+        expect(page.locator("#finished-count")).to_have_text("1 (declined 1)", timeout=5000)
+        expect(page.locator(f"#participants td.code:text('{codes[1]}')")).to_have_count(0)
+        page.click("#finished summary")
+        ended = f"#finished-rows tr:has(td.code:text('{codes[1]}'))"
+        expect(page.locator(f"{ended} td:nth-child(2)")).to_have_text(re.compile("^declined"))
 
         page.set_viewport_size({"width": 390, "height": 844})  # on the experimenter's phone
         assert page.evaluate("document.documentElement.scrollWidth") <= 390

@@ -57,7 +57,7 @@ def test_the_live_view_shows_teams_as_rows_and_who_waits(app, clock, playing):
     client, _ = logged_in(app)
     live = client.get("/console/live.json").get_json()
     (team,) = live["teams"]
-    assert (team["formed_by"], team["session"], team["finished"]) == ("arrival", 1, False)
+    assert (team["formed_by"], team["session"], live["finished_teams"]) == ("arrival", 1, 0)
     assert [(s["code"], s["state"]) for s in team["seats"]] == [("ada-1", "playing"),
                                                                ("bo-22", "playing")]
     assert team["round"]["running"] is True
@@ -66,6 +66,15 @@ def test_the_live_view_shows_teams_as_rows_and_who_waits(app, clock, playing):
     assert live["lobby"]["shared_deadline"] == pytest.approx(waiting["entered_at"] + 300)
     assert live["lobby"]["outcomes"] == {"team": 2}
     assert b'id="team-rows"' in client.get("/console/").data
+
+
+def test_a_team_that_played_to_its_end_is_counted_not_listed(app, clock, playing):
+    storage = app.extensions["study"].storage
+    with storage.event():
+        storage.write("UPDATE teams SET finished_at = ? WHERE id = 1", (clock.now,))
+    client, _ = logged_in(app)
+    live = client.get("/console/live.json").get_json()
+    assert (live["teams"], live["finished_teams"]) == ([], 1)
 
 
 def test_a_team_is_paused_and_resumed_as_one(app, clock, playing):

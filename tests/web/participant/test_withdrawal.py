@@ -80,8 +80,8 @@ def test_the_console_withdraws_with_a_reason_in_its_log(app, clock):
         ("console-leaver", "asked by email to delete her data", None)]
     again = console_post(app, "console-leaver", action="withdraw", note="twice")
     assert again.status_code == 400
-    live = app.test_client().get("/console/live.json").get_json()["participants"]
-    assert [p["can_withdraw"] for p in live if p["code"] == "console-leaver"] == [False]
+    ended = app.test_client().get("/console/finished.json").get_json()["participants"]
+    assert [p["can_withdraw"] for p in ended if p["code"] == "console-leaver"] == [False]
 
 
 def test_the_final_page_gives_a_link_to_withdraw_later(app, clock):
