@@ -161,6 +161,7 @@ function calibrationType(type) {
     const dot = document.createElement("span");
     dot.className = "dot" + (point.off ? " off" : "");
     dot.style.left = percent(point.value);
+    dot.title = point.value + (point.n > 1 ? ": " + point.n + " participants" : "");
     strip.append(dot);
   }
   const counts = document.createElement("span");

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -176,8 +176,14 @@ def _calibration_type(task_type: int, rows: list[dict[str, Any]],
             "target": list(target) if target is not None else None,
             "measured": len(rows), "clipped": sum(clipped), "outside": sum(outside),
             "off": off, "amber": off > OFF_SHARE * len(rows),
-            "values": [{"value": round(value, 3), "off": c or o}
-                       for value, c, o in zip(values, clipped, outside, strict=True)]}
+            "values": _dots(values, [c or o for c, o in zip(clipped, outside, strict=True)])}
+
+
+def _dots(values: list[float], off: list[bool]) -> list[dict[str, Any]]:
+    """The strip's dots: one per value to three decimals (finer than a screen draws) with
+    how many participants sit there, so the panel stays the same size as a study grows."""
+    dots = Counter((round(value, 3), o) for value, o in zip(values, off, strict=True))
+    return [{"value": value, "off": o, "n": n} for (value, o), n in dots.items()]
 
 
 DEFAULT_STATUS = {"status": "active", "flagged": 0, "note": None}

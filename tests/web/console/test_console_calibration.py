@@ -81,6 +81,16 @@ def test_capabilities_inside_their_ranges_leave_the_panel_calm(app):
     assert not calibration["amber"]
 
 
+def test_the_strip_has_a_dot_per_value_not_per_participant(app):
+    """A study of thousands sends the panel at the size of a hundred: participants at one
+    value share its dot, which says how many they are."""
+    measure(app, [0.25] * 6 + [0.2501, 0.30], [0.7] * 8)
+    squares = by_name(panel(app))["squares"]
+    assert squares["measured"] == 8
+    assert squares["values"] == [{"value": 0.25, "off": False, "n": 7},
+                                 {"value": 0.3, "off": False, "n": 1}]
+
+
 def test_the_console_serves_the_panel_against_its_protocols_ranges(app):
     measure(app, SQUARES, LETTERS)
     client, _ = logged_in(app)
