@@ -57,19 +57,21 @@ async function act(code, action) {
   else if (finishedPanel.open) loadFinished(true);  // its rows are read, not pushed
 }
 
+// The steps that end a participant's study (study.web.participant.pages.TERMINAL).
+const ENDS = ["done", "declined", "withdrawn", "unmatched", "dropped"];
+
 function actions(participant) {
   const td = document.createElement("td");
   td.className = "actions";
   const code = participant.code;
-  if (participant.status === "active") td.append(actionButton(code, "pause", "Pause"));
-  if (participant.status === "paused") td.append(actionButton(code, "resume", "Resume"));
-  if (participant.status !== "aborted") td.append(actionButton(code, "abort", "Abort"));
+  const ended = ENDS.includes(participant.step);  // nothing left to hold or free
+  if (!ended && participant.status === "active") td.append(actionButton(code, "pause", "Pause"));
+  if (!ended && participant.status === "paused") td.append(actionButton(code, "resume", "Resume"));
+  if (!ended && participant.status !== "aborted") td.append(actionButton(code, "abort", "Abort"));
   td.append(actionButton(code, participant.flagged ? "unflag" : "flag", participant.flagged ? "Unflag" : "Flag"));
   td.append(actionButton(code, "note", "Note"));
   if (participant.can_withdraw) td.append(actionButton(code, "withdraw", "Withdraw"));
-  if (!["done", "declined", "withdrawn", "unmatched", "dropped"].includes(participant.step)) {
-    td.append(actionButton(code, "release", "Release"));  // free the code from its browser
-  }
+  if (!ended) td.append(actionButton(code, "release", "Release"));  // free the code from its browser
   return td;
 }
 

@@ -72,6 +72,8 @@ def test_the_console_creates_links_shows_live_changes_and_pauses(served):
         page.click("#finished summary")
         ended = f"#finished-rows tr:has(td.code:text('{codes[1]}'))"
         expect(page.locator(f"{ended} td:nth-child(2)")).to_have_text(re.compile("^declined"))
+        buttons = page.locator(f"{ended} button")
+        expect(buttons).to_have_text(["Flag", "Note"])  # nothing left to hold or free
 
         page.set_viewport_size({"width": 390, "height": 844})  # on the experimenter's phone
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
