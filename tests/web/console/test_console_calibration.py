@@ -105,7 +105,7 @@ def test_the_console_serves_the_panel_against_its_protocols_ranges(app):
 
 @pytest.mark.browser
 def test_the_panel_turns_amber_live_in_chromium(tmp_path):
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
     from support.web import CHROMIUM, CHROMIUM_ARGS, DEMO, LiveServer
 
     from study.web import create_app
@@ -127,8 +127,10 @@ def test_the_panel_turns_amber_live_in_chromium(tmp_path):
         assert "amber" not in page.get_attribute("#calibration", "class")
         measure(app, [0.25, 0.30], [0.99, 0.99])  # letters: 2 of 10 clipped
         page.wait_for_selector("#calibration.amber", timeout=30_000)
-        letters = page.inner_text(".calibration-type.amber")
-        assert letters.startswith("letters") and "clipped 2" in letters
+        # The first of the two turns it amber already (1 of 9); a push may come between.
+        amber = page.locator(".calibration-type.amber")
+        expect(amber).to_contain_text("clipped 2", timeout=30_000)
+        assert amber.inner_text().startswith("letters")
         # The dots sit at their values (CSP allows the positions set from script).
         clipped = page.eval_on_selector(".calibration-type.amber .dot.off", "d => d.style.left")
         assert clipped == "99%"
