@@ -353,7 +353,13 @@ function tick() {
 }
 
 const socket = io("/console", {transports: ["websocket", "polling"]});
-socket.on("connect", () => { status.textContent = "live"; });
+// A hidden tab asks for nothing: the server builds the view only while somebody can see it.
+function looking() {
+  socket.emit("looking", !document.hidden);
+  status.textContent = document.hidden ? "paused while hidden" : "live";
+}
+socket.on("connect", looking);
+document.addEventListener("visibilitychange", () => { if (socket.connected) looking(); });
 socket.on("disconnect", () => { status.textContent = "reconnecting…"; });
 socket.on("connect_error", () => { status.textContent = "not connected (log in again?)"; });
 socket.on("live", (text, now) => {  // the snapshot as JSON text, and the server's clock

@@ -329,7 +329,9 @@ def export_zip() -> Response:
 
 class Pusher:
     """Sends the snapshot to this process's ``/console`` sockets when it changed (thread);
-    a socket whose session has logged out (on any process) is dropped, never pushed to."""
+    a socket whose session has logged out (on any process) is dropped, never pushed to.
+    A console in a hidden tab says so (``looking``) and costs nothing until it is looked at
+    again: the snapshot is built only while somebody can see it."""
 
     def __init__(self, app: Flask, socketio: SocketIO, interval: float = PUSH_INTERVAL,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -338,6 +340,7 @@ class Pusher:
         self.interval = interval
         self.clock = clock
         self.viewers: dict[str, str | None] = {}  # sid -> console session id
+        self.hidden: set[str] = set()  # viewers whose tab is hidden
         self.last: str | None = None
         self.lock = threading.Lock()
         self.stopped = threading.Event()
@@ -351,14 +354,31 @@ class Pusher:
     def unwatch(self, sid: str) -> None:
         with self.lock:
             self.viewers.pop(sid, None)
+            self.hidden.discard(sid)
+
+    def looking(self, sid: str, visible: bool) -> None:
+        """A viewer's tab was hidden or shown; shown, it gets the next snapshot."""
+        with self.lock:
+            if sid not in self.viewers:
+                return
+            if visible:
+                self.hidden.discard(sid)
+                self.last = None
+            else:
+                self.hidden.add(sid)
+
+    def _seen_by(self) -> dict[str, str | None]:
+        """The viewers whose tab can be seen, with their console sessions."""
+        with self.lock:
+            return {sid: session for sid, session in self.viewers.items()
+                    if sid not in self.hidden}
 
     def run(self) -> None:
         pause = self.interval
         while not self.stopped.wait(pause):
-            if self.viewers:
-                began = self.clock()
-                self.push()
-                pause = self.pause_after(self.clock() - began)
+            began = self.clock()
+            self.push()
+            pause = self.pause_after(self.clock() - began)
 
     def pause_after(self, took: float) -> float:
         """The wait before the next snapshot: the interval, or as long as it takes for
@@ -367,8 +387,9 @@ class Pusher:
         return max(self.interval, took * (1 - CONSOLE_SHARE) / CONSOLE_SHARE)
 
     def push(self) -> None:
-        with self.lock:
-            viewers = dict(self.viewers)
+        viewers = self._seen_by()
+        if not viewers:
+            return
         ended = auth.ended_sessions(self.app.extensions["study"].storage, viewers.values())
         snapshot = current_snapshot(self.app)
         now = snapshot.pop("now")
@@ -400,6 +421,13 @@ def register_namespace(socketio: SocketIO, pusher: Pusher) -> None:
     @socketio.on("disconnect", namespace=NAMESPACE)
     def on_disconnect(*_: Any) -> None:
         pusher.unwatch(request.sid)  # type: ignore[attr-defined]
+
+    @socketio.on("looking", namespace=NAMESPACE)
+    def on_looking(visible: Any = True) -> None:
+        if not auth.logged_in():
+            disconnect()
+            return
+        pusher.looking(request.sid, visible is not False)  # type: ignore[attr-defined]
 
     @socketio.on("refresh", namespace=NAMESPACE)
     def on_refresh(*_: Any) -> Any:

@@ -281,6 +281,24 @@ def test_live_view_shows_round_cookies_kits_and_connections(app):
     assert row["connections"] == 0
 
 
+def test_a_console_in_a_hidden_tab_costs_nothing_until_it_is_seen(app, monkeypatch):
+    participant_at_practice(app, "hidden1")
+    client, _ = logged_in(app)
+    viewer = app.extensions["socketio"].test_client(app, namespace="/console",
+                                                    flask_test_client=client)
+    pusher = app.extensions["console_pusher"]
+    built: list[int] = []
+    real = views.current_snapshot
+    monkeypatch.setattr(views, "current_snapshot", lambda app: built.append(1) or real(app))
+    viewer.emit("looking", False, namespace="/console")
+    pusher.push()
+    assert built == [] and not viewer.get_received("/console")
+    viewer.emit("looking", True, namespace="/console")
+    pusher.push()  # unchanged since the last push, but new to the eyes
+    pushes = [p for p in viewer.get_received("/console") if p["name"] == "live"]
+    assert built == [1] and len(pushes) == 1
+
+
 def test_the_live_view_takes_at_most_a_tenth_of_the_process(app):
     """A study of thousands takes a good part of a second to read (docs/study-day.md): the
     snapshots then come further apart, and the participants keep nine tenths of the

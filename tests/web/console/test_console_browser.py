@@ -1,6 +1,6 @@
 """The console in real Chromium: log in, see the server's processes, create links, watch a
-participant move live, pause them with the button, find one whose study ended in the list
-read on request, read a participant as a card on a phone."""
+participant move live, pause them with the button, hide the tab and come back, find one
+whose study ended in the list read on request, read a participant as a card on a phone."""
 
 from __future__ import annotations
 
@@ -63,6 +63,15 @@ def test_the_console_creates_links_shows_live_changes_and_pauses(served):
         page.once("dialog", lambda dialog: dialog.accept("coffee break"))
         page.click(f"{row} button:text('Pause')")
         page.wait_for_selector(f"{row}.paused", timeout=5000)
+
+        # A hidden tab asks for nothing; shown again, it is live at once (the pushes below).
+        hide = """(hidden) => { Object.defineProperty(document, 'hidden',
+            {value: hidden, configurable: true});
+            document.dispatchEvent(new Event('visibilitychange')); }"""
+        page.evaluate(hide, True)
+        expect(page.locator("#live-status")).to_have_text("paused while hidden")
+        page.evaluate(hide, False)
+        expect(page.locator("#live-status")).to_have_text("live")
 
         # A participant whose study ended leaves the live rows for the list read on request.
         study.handle("submit", codes[1], {"msg_id": "browser-decline", "step": "consent",
