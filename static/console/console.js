@@ -57,8 +57,8 @@ async function act(code, action) {
   else if (finishedPanel.open) loadFinished(true);  // its rows are read, not pushed
 }
 
-// The steps that end a participant's study (study.web.participant.pages.TERMINAL).
-const ENDS = ["done", "declined", "withdrawn", "unmatched", "dropped"];
+// The steps that end a participant's study (the server's list).
+const ENDS = window.CONSOLE.ends;
 
 function actions(participant) {
   const td = document.createElement("td");

@@ -36,6 +36,7 @@ from study.exports.tables import build_export, record_server_run, zip_export
 from study.storage.health import disk_space
 from study.web.console import auth, holds, live, teams
 from study.web.participant import binding
+from study.web.participant.pages import TERMINAL
 from study.web.participant.rejections import Rejected
 from study.web.serving import security
 
@@ -157,7 +158,7 @@ def index() -> str:
     return render_template("console/index.html", protocol=study().protocol,
                            demo=auth.demo_mode(), csrf=auth.csrf_token(),
                            snapshot=current_snapshot(current_app),
-                           created=_created_links())
+                           created=_created_links(), ends=TERMINAL)
 
 
 @blueprint.get("/live.json")
