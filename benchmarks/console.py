@@ -1,6 +1,6 @@
 """Experimenters watching: the console's live view open during a load run (``benchmarks.load
---console N``), as a lab keeps it open through a study day. The server builds the view from
-the whole study and pushes it whenever the study changed; what that costs the participants
+--console N``), as a lab keeps it open through a study day. The server builds the view of
+the people taking part and pushes it whenever it changed; what that costs the participants
 is what a run with it open shows against one without."""
 
 from __future__ import annotations

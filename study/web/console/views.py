@@ -45,8 +45,8 @@ security.limiter.limit(security.CONSOLE_LIMIT)(blueprint)
 NAMESPACE = "/console"
 MAX_LINKS = 500
 PUSH_INTERVAL = 0.5  # seconds between checks for a changed snapshot
-# At most this share of a server process's time goes to building the live view: a study of
-# thousands of participants takes a good part of a second to read (docs/study-day.md).
+# At most this share of a server process's time goes to building the live view: a thousand
+# people taking part at once take a tenth of a second to read (docs/study-day.md).
 CONSOLE_SHARE = 0.1
 
 

@@ -126,9 +126,9 @@ def orders(app) -> list[list[str] | None]:
         "SELECT condition_order FROM participants ORDER BY id")]
 
 
-def consent(app, code: str) -> None:
-    reply = journey(app).handle("submit", code, {"msg_id": f"{code}-yes", "step": "consent",
-                                                  "data": {"agree": True}})
+def consent(app, code: str, agree: bool = True) -> None:
+    reply = journey(app).handle("submit", code, {"msg_id": f"{code}-{agree}", "step": "consent",
+                                                  "data": {"agree": agree}})
     assert reply["ok"], reply
 
 
@@ -333,9 +333,7 @@ def test_a_snapshot_lets_other_work_go_first_between_its_queries_and_rows(app, m
 
 def decline(app, code: str) -> None:
     journey(app).enrol(code)
-    reply = journey(app).handle("submit", code, {"msg_id": f"{code}-no", "step": "consent",
-                                                  "data": {"agree": False}})
-    assert reply["ok"], reply
+    consent(app, code, agree=False)
 
 
 def test_the_live_view_is_the_size_of_the_study_now(app):
