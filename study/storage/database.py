@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ import sqlite_utils
 
 from study.storage.checkpointer import FALLBACK_PAGES, INTERVAL_SECONDS, Checkpointer
 from study.storage.health import StorageHealth, StorageUnavailable, is_storage_fault
+from study.storage.wal_sync import WalSync, cooperative
 
 REAL, INT, TEXT = float, int, str
 # The most events one commit carries: a batch's first event waits for the others' work.
@@ -250,96 +249,6 @@ def _ended_by(error: BaseException | None) -> BaseException:
     return sqlite3.OperationalError("the transaction was rolled back by an earlier error")
 
 
-def cooperative() -> bool:
-    """Whether gevent patched threading: greenlets on one thread, each running until it
-    waits, so no event ever queues for the lock while another writes."""
-    monkey = sys.modules.get("gevent.monkey")
-    return monkey is not None and monkey.is_module_patched("threading")
-
-
-class WalSync:
-    """Full durability by group commit: one fsync of the write-ahead log makes every commit
-    made before it durable, however many there were (docs/database.md#durability).
-
-    Commits are numbered as they are made (``committed``). An event waits in ``wait`` until
-    a sync that began after its commit has ended (``synced``); the first waiter with no sync
-    under way runs one for all commits so far, and those that commit meanwhile wait for the
-    next. ``syncs`` counts the fsyncs run.
-
-    In a gevent worker the sync runs on the event loop's own thread, which waits for the
-    disk meanwhile: a group commit made one batch of many messages, so that is one short
-    wait per batch. Handed to a thread, each sync waited for the interpreter's lock and the
-    loop's next turn twice, and under load the acknowledgements queued behind those hand-overs
-    (issue #29: cookie ack p95 713 ms against 32 ms on the loop, teams3, 1,000 people)."""
-
-    def __init__(self, wal: Path, sync: Callable[[Path], None] | None = None) -> None:
-        self.wal = wal
-        self.sync = sync or fsync_file
-        self.committed = 0
-        self.synced = 0
-        self.syncs = 0
-        self._syncing = False
-        self._failed: tuple[int, BaseException] | None = None  # up to which commit, why
-        self._condition = threading.Condition()
-
-    def commit_made(self) -> int:
-        """Number the commit just made (called under the storage's lock, in commit order)."""
-        with self._condition:
-            self.committed += 1
-            return self.committed
-
-    def wait(self, commit: int) -> None:
-        """Return once ``commit`` (and every commit before it) is on the disk; raise
-        ``StorageUnavailable`` if the sync that covered it failed."""
-        while True:
-            with self._condition:
-                while self._syncing and self.synced < commit:
-                    self._condition.wait()
-                if self._failed is not None and self.synced < commit <= self._failed[0]:
-                    raise StorageUnavailable(f"the write-ahead log could not be synced: "
-                                             f"{self._failed[1]}")
-                if self.synced >= commit:
-                    return
-                self._syncing, target = True, self.committed
-            try:
-                self._sync_up_to(target)
-            except OSError as error:
-                raise StorageUnavailable(f"the write-ahead log could not be synced: "
-                                         f"{error}") from error
-
-    def _sync_up_to(self, target: int) -> None:
-        """One sync for every commit up to ``target``; whatever ends it, the waiters learn
-        how (a failure fails every commit it was to cover)."""
-        error: BaseException | None = None
-        try:
-            self.sync(self.wal)
-        except BaseException as failure:
-            error = failure
-            raise
-        finally:
-            with self._condition:
-                self._syncing = False
-                self.syncs += 1
-                if error is None:
-                    self.synced = max(self.synced, target)
-                else:
-                    self._failed = (target, error)
-                self._condition.notify_all()
-
-
-def fsync_file(path: Path) -> None:
-    """Flush a file's written data to the disk. A log that is gone was checkpointed into
-    the database (which a checkpoint syncs) and removed: nothing is left to sync."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class CommitBatch:
     """Events of one process that share a write transaction and its commit."""
 
@@ -450,6 +359,8 @@ class Storage:
     def close(self) -> None:
         if self.checkpointer is not None:
             self.checkpointer.stop()
+        if self.wal_sync is not None:
+            self.wal_sync.close()
         with self.lock:
             self.db.close()
 

@@ -1,4 +1,4 @@
-"""Full durability by group commit (``study.storage.database.WalSync``): events committed while a
+"""Full durability by group commit (``study.storage.wal_sync.WalSync``): events committed while a
 sync of the write-ahead log runs share the next one, so concurrent events cost fewer fsyncs
 than events, and none returns (is acknowledged) before a sync that began after its commit
 has ended.
@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from support.storage import HANG, insert_participant, stored_codes, wait_for
 
-from study.storage.database import BATCH_LIMIT, Storage, StorageUnavailable, fsync_file
+from study.storage.database import BATCH_LIMIT, Storage, StorageUnavailable
+from study.storage.wal_sync import fsync_file
 
 EVENTS = 20
 
@@ -163,7 +164,7 @@ print(json.dumps({"syncs": sync.syncs - syncs, "commits": sync.committed - commi
 
 def test_under_gevent_greenlets_share_commits_and_commits_share_syncs(tmp_path):
     """As under ``study serve``: the greenlets ready to run share a commit, and a sync run
-    on the loop covers every commit made before it, so there are fewer syncs than commits,
+    on the sync thread covers every commit made before it, so there are fewer syncs than commits,
     and each greenlet returns only once its commit is on the disk."""
     greenlets = 10 * BATCH_LIMIT  # ten commits at least: ready greenlets share one each
     run = subprocess.run([sys.executable, "-c", GEVENT_EVENTS, str(tmp_path / "g.sqlite"),
@@ -172,3 +173,69 @@ def test_under_gevent_greenlets_share_commits_and_commits_share_syncs(tmp_path):
     result = json.loads(run.stdout)
     assert result["durable_on_return"] == [True] * greenlets
     assert 1 <= result["syncs"] < result["commits"] < greenlets
+
+
+GEVENT_SLOW_SYNC = """
+import json, sys, time
+from gevent import monkey
+monkey.patch_all()
+import gevent
+from study.storage.checkpointer import native
+from study.storage.database import Storage, StorageUnavailable
+from study.storage.wal_sync import fsync_file
+
+storage = Storage(sys.argv[1])
+sync, pause, hang = storage.wal_sync, native("time", "sleep"), float(sys.argv[2])
+ticks, ticked_during_sync = [0], []
+
+def ticker():
+    while True:
+        ticks[0] += 1
+        gevent.sleep(0.001)
+
+def slow(wal):
+    # runs on whatever thread syncs: it waits for the loop to tick five times meanwhile,
+    # which it never does if the sync holds the loop (given up after ``hang`` seconds)
+    start, give_up = ticks[0], time.monotonic() + hang
+    while ticks[0] < start + 5 and time.monotonic() < give_up:
+        pause(0.001)
+    ticked_during_sync.append(ticks[0] - start)
+    fsync_file(wal)
+
+def failing(wal):
+    raise OSError(5, "Input/output error")
+
+def insert(code):
+    storage.insert("participants", {"code": code, "protocol": "demo", "created_at": 1.0,
+                                    "step": "consent"})
+    return sync.synced >= sync.committed
+
+gevent.spawn(ticker)
+sync.sync = slow
+durable = insert("slow")
+sync.sync = failing
+try:
+    insert("failed")
+    refused = None
+except StorageUnavailable as error:
+    refused = str(error)
+sync.sync = fsync_file
+after = insert("after")
+print(json.dumps({"ticked_during_sync": ticked_during_sync, "durable": durable,
+                  "refused": refused, "after": after,
+                  "synced_all": sync.synced == sync.committed}))
+"""
+
+
+def test_under_gevent_the_loop_goes_on_while_the_log_is_synced(tmp_path):
+    """The sync runs off the event loop: other greenlets (the other participants) run
+    while the disk works, and the event still returns only once durable; a sync that
+    fails refuses its event, and the next event syncs again."""
+    run = subprocess.run([sys.executable, "-c", GEVENT_SLOW_SYNC, str(tmp_path / "s.sqlite"),
+                          str(HANG / 4)], capture_output=True, text=True, timeout=HANG,
+                         check=True)
+    result = json.loads(run.stdout)
+    assert result["ticked_during_sync"][0] >= 5
+    assert result["durable"] is True
+    assert "could not be synced" in result["refused"]
+    assert result["after"] is True and result["synced_all"] is True
