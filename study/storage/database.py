@@ -36,6 +36,8 @@ BATCH_LIMIT = 16
 # the write lock held longer would keep the others waiting, and events that piled up while
 # a process waited for the lock share its commit already.
 COMMIT_WINDOW_SECONDS = 0.002
+# How many query texts' columns a connection remembers (``Storage._names``).
+QUERIES_REMEMBERED = 1_000
 # How long a write waits for another process's transaction before it gives up.
 BUSY_TIMEOUT_SECONDS = 30
 # What an acknowledged event survives. ``full``: a power cut (its commit is on the disk:
@@ -233,13 +235,14 @@ def _quoted(identifier: str) -> str:
 
 def _sql_value(value: Any) -> Any:
     """What SQLite stores for a value: containers as JSON, numpy scalars as Python's."""
+    if type(value) in _STORED_AS_IS:  # most values: one look-up, on every write
+        return value
     if isinstance(value, dict | list | tuple):
         return to_json(value)
     return value.item() if hasattr(value, "item") and hasattr(value, "dtype") else value
 
 
-def _names(cursor: sqlite3.Cursor) -> list[str]:
-    return [column[0] for column in cursor.description]
+_STORED_AS_IS = frozenset({int, float, str, bytes, type(None)})
 
 
 def _ended_by(error: BaseException | None) -> BaseException:
@@ -290,6 +293,8 @@ class Storage:
         self._queue_lock = threading.Lock()
         self.commit_window = COMMIT_WINDOW_SECONDS  # 0 where processes share the file
         self._keys: dict[str, str] = {}
+        self._inserts: dict[tuple[str, ...], str] = {}  # (table, columns) -> INSERT
+        self._columns: dict[str, list[str]] = {}  # query -> the columns it returns
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.wal_sync = WalSync(Path(f"{self.path}-wal")) if durability == "full" else None
@@ -569,13 +574,28 @@ class Storage:
         with self.lock:
             cursor = self.db.conn.execute(sql, params)
             row = cursor.fetchone()
-            return None if row is None else dict(zip(_names(cursor), row, strict=True))
+            return None if row is None else dict(zip(self._names(sql, cursor, row), row,
+                                                     strict=True))
 
     def all(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         with self.lock:
             cursor = self.db.conn.execute(sql, params)
-            names = _names(cursor)
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+            rows = cursor.fetchall()
+            if not rows:
+                return []
+            names = self._names(sql, cursor, rows[0])
+            return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def _names(self, sql: str, cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> list[str]:
+        """The columns a query returns, read from the cursor once per query text: building
+        them cost as much as the look-up of a participant's row. A column added since
+        (``create_schema``) changes their number, and they are read again."""
+        names = self._columns.get(sql)
+        if names is None or len(names) != len(row):
+            if len(self._columns) >= QUERIES_REMEMBERED:  # texts made with a list's length
+                self._columns.clear()
+            names = self._columns[sql] = [column[0] for column in cursor.description]
+        return names
 
     def participant(self, code: str) -> dict[str, Any] | None:
         return self.one("SELECT * FROM participants WHERE code = ?", (code,))
@@ -587,10 +607,13 @@ class Storage:
 
         Plain SQL on the table the schema made: every accepted message writes through here,
         and sqlite-utils' per-call table introspection cost more than the write itself."""
-        columns = ", ".join(_quoted(column) for column in row)
-        marks = ", ".join("?" * len(row))
-        cursor = self.write(f"INSERT INTO {_quoted(table)} ({columns}) VALUES ({marks})",
-                            [_sql_value(value) for value in row.values()])
+        key = (table, *row)
+        sql = self._inserts.get(key)
+        if sql is None:
+            columns = ", ".join(_quoted(column) for column in row)
+            marks = ", ".join("?" * len(row))
+            sql = self._inserts[key] = f"INSERT INTO {_quoted(table)} ({columns}) VALUES ({marks})"
+        cursor = self.write(sql, [_sql_value(value) for value in row.values()])
         return int(cursor.lastrowid or 0)
 
     def update(self, table: str, pk: int, values: dict[str, Any]) -> None:

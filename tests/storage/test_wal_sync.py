@@ -164,7 +164,7 @@ print(json.dumps({"syncs": sync.syncs - syncs, "commits": sync.committed - commi
 
 def test_under_gevent_greenlets_share_commits_and_commits_share_syncs(tmp_path):
     """As under ``study serve``: the greenlets ready to run share a commit, and a sync run
-    on the sync thread covers every commit made before it, so there are fewer syncs than commits,
+    by the sync helper covers every commit made before it, so there are fewer syncs than commits,
     and each greenlet returns only once its commit is on the disk."""
     greenlets = 10 * BATCH_LIMIT  # ten commits at least: ready greenlets share one each
     run = subprocess.run([sys.executable, "-c", GEVENT_EVENTS, str(tmp_path / "g.sqlite"),
@@ -175,67 +175,68 @@ def test_under_gevent_greenlets_share_commits_and_commits_share_syncs(tmp_path):
     assert 1 <= result["syncs"] < result["commits"] < greenlets
 
 
-GEVENT_SLOW_SYNC = """
-import json, sys, time
+GEVENT_HELPER = """
+import json, os, signal, sys, time
 from gevent import monkey
 monkey.patch_all()
 import gevent
-from study.storage.checkpointer import native
 from study.storage.database import Storage, StorageUnavailable
-from study.storage.wal_sync import fsync_file
 
 storage = Storage(sys.argv[1])
-sync, pause, hang = storage.wal_sync, native("time", "sleep"), float(sys.argv[2])
-ticks, ticked_during_sync = [0], []
+sync, hang = storage.wal_sync, float(sys.argv[2])
+ticks = [0]
 
 def ticker():
     while True:
         ticks[0] += 1
         gevent.sleep(0.001)
 
-def slow(wal):
-    # runs on whatever thread syncs: it waits for the loop to tick five times meanwhile,
-    # which it never does if the sync holds the loop (given up after ``hang`` seconds)
-    start, give_up = ticks[0], time.monotonic() + hang
-    while ticks[0] < start + 5 and time.monotonic() < give_up:
-        pause(0.001)
-    ticked_during_sync.append(ticks[0] - start)
-    fsync_file(wal)
-
-def failing(wal):
-    raise OSError(5, "Input/output error")
-
 def insert(code):
     storage.insert("participants", {"code": code, "protocol": "demo", "created_at": 1.0,
                                     "step": "consent"})
     return sync.synced >= sync.committed
 
+def while_helper_stopped(code):
+    # the helper is stopped: the event's sync waits for it, and the loop goes on
+    os.kill(sync.sync.pid, signal.SIGSTOP)
+    event, start, give_up = gevent.spawn(insert, code), ticks[0], time.monotonic() + hang
+    while ticks[0] < start + 5 and time.monotonic() < give_up:
+        gevent.sleep(0.01)
+    return event, ticks[0] - start, event.ready()
+
 gevent.spawn(ticker)
-sync.sync = slow
-durable = insert("slow")
-sync.sync = failing
+first = insert("first")
+helper = sync.sync.pid
+event, ticked, returned = while_helper_stopped("slow")
+os.kill(helper, signal.SIGCONT)
+durable = event.get(timeout=hang)
+event, _, _ = while_helper_stopped("lost")
+os.kill(helper, signal.SIGKILL)
 try:
-    insert("failed")
+    event.get(timeout=hang)
     refused = None
 except StorageUnavailable as error:
     refused = str(error)
-sync.sync = fsync_file
 after = insert("after")
-print(json.dumps({"ticked_during_sync": ticked_during_sync, "durable": durable,
-                  "refused": refused, "after": after,
+print(json.dumps({"first": first, "ticked_while_syncing": ticked,
+                  "returned_before_synced": returned, "durable": durable,
+                  "refused": refused, "after": after, "new_helper": sync.sync.pid != helper,
                   "synced_all": sync.synced == sync.committed}))
 """
 
 
-def test_under_gevent_the_loop_goes_on_while_the_log_is_synced(tmp_path):
-    """The sync runs off the event loop: other greenlets (the other participants) run
-    while the disk works, and the event still returns only once durable; a sync that
-    fails refuses its event, and the next event syncs again."""
-    run = subprocess.run([sys.executable, "-c", GEVENT_SLOW_SYNC, str(tmp_path / "s.sqlite"),
+def test_under_gevent_the_loop_goes_on_while_a_helper_syncs_the_log(tmp_path):
+    """Under gevent the fsync is a helper process's: while it works (here: while it is
+    stopped) the other greenlets run and the event waits, returning once synced; a helper
+    that dies with a sync under way refuses that event, and the next event starts
+    another helper and syncs again."""
+    run = subprocess.run([sys.executable, "-c", GEVENT_HELPER, str(tmp_path / "s.sqlite"),
                           str(HANG / 4)], capture_output=True, text=True, timeout=HANG,
                          check=True)
     result = json.loads(run.stdout)
-    assert result["ticked_during_sync"][0] >= 5
+    assert result["first"] is True
+    assert result["ticked_while_syncing"] >= 5 and result["returned_before_synced"] is False
     assert result["durable"] is True
     assert "could not be synced" in result["refused"]
-    assert result["after"] is True and result["synced_all"] is True
+    assert result["after"] is True and result["new_helper"] is True
+    assert result["synced_all"] is True
