@@ -10,7 +10,7 @@ tmpfs would make fsync free): ``--writers`` greenlets each write one event (a ro
 
 - ``normal``: ``--durability normal`` (no fsync before the ack);
 - ``full``: ``--durability full``, one fsync of the log for every commit made before it,
-  on the event loop's thread (``study.storage.database.WalSync``);
+  asked of a helper process while the event loop goes on (``study.storage.wal_sync``);
 - ``sqlite-full``: SQLite's own ``synchronous=FULL``, what ``full`` was before: an fsync
   inside every commit, holding the event loop.
 

@@ -7,6 +7,7 @@ SQLite commits with ``synchronous=NORMAL`` (the log written, not synced); an eve
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -126,9 +127,14 @@ class SyncProcess:
             helper.stdin.write(f"{wal}\n".encode())  # type: ignore[union-attr]
             helper.stdin.flush()  # type: ignore[union-attr]
             answer = helper.stdout.readline().decode().strip()  # type: ignore[union-attr]
-        except (OSError, ValueError) as error:
-            answer = f"the sync helper failed: {error}"
+        except BaseException as error:
+            # An answer left unread would be taken for the next sync's: this helper goes.
+            self._discard(helper)
+            if isinstance(error, OSError | ValueError):
+                raise OSError(f"the sync helper failed: {error}") from error
+            raise
         if answer != "ok":
+            self._discard(helper)
             raise OSError(answer or f"the sync helper ended ({helper.poll()})")
 
     @property
@@ -139,6 +145,15 @@ class SyncProcess:
         if self._helper is not None and self._helper.poll() is None:
             self._helper.stdin.close()  # type: ignore[union-attr]
             self._helper.wait()
+
+    def _discard(self, helper: subprocess.Popen[bytes]) -> None:
+        self._helper = None
+        with contextlib.suppress(OSError):
+            helper.kill()
+        for pipe in (helper.stdin, helper.stdout):
+            with contextlib.suppress(OSError):
+                pipe.close()  # type: ignore[union-attr]
+        helper.wait()
 
     def _running(self) -> subprocess.Popen[bytes]:
         if self._helper is None or self._helper.poll() is not None:
