@@ -72,11 +72,11 @@ class WalSync:
             with self._condition:
                 while self._syncing and self.synced < commit:
                     self._condition.wait()
-                if self.durable(commit):
+                if self._durable(commit):
                     return
                 self._syncing, target = True, self.committed
             try:
-                self.sync_up_to(target)
+                self._sync_up_to(target)
             except OSError as error:
                 raise StorageUnavailable(f"the write-ahead log could not be synced: "
                                          f"{error}") from error
@@ -89,7 +89,7 @@ class WalSync:
         if isinstance(self.sync, SyncProcess):
             self.sync.close()
 
-    def durable(self, commit: int) -> bool:
+    def _durable(self, commit: int) -> bool:
         """Whether ``commit`` is on the disk; raises if the sync that covered it failed."""
         if self.synced >= commit:
             return True
@@ -98,7 +98,7 @@ class WalSync:
                                      f"{self.failed[1]}")
         return False
 
-    def sync_up_to(self, target: int) -> None:
+    def _sync_up_to(self, target: int) -> None:
         """One sync for every commit up to ``target``, its outcome recorded either way (a
         failure fails every commit it was to cover)."""
         try:
