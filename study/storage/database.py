@@ -233,6 +233,9 @@ def _quoted(identifier: str) -> str:
     return f'"{identifier}"'
 
 
+_STORED_AS_IS = frozenset({int, float, str, bytes, type(None)})
+
+
 def _sql_value(value: Any) -> Any:
     """What SQLite stores for a value: containers as JSON, numpy scalars as Python's."""
     if type(value) in _STORED_AS_IS:  # most values: one look-up, on every write
@@ -240,9 +243,6 @@ def _sql_value(value: Any) -> Any:
     if isinstance(value, dict | list | tuple):
         return to_json(value)
     return value.item() if hasattr(value, "item") and hasattr(value, "dtype") else value
-
-
-_STORED_AS_IS = frozenset({int, float, str, bytes, type(None)})
 
 
 def _ended_by(error: BaseException | None) -> BaseException:

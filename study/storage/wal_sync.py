@@ -80,10 +80,6 @@ class WalSync:
             except OSError as error:
                 raise StorageUnavailable(f"the write-ahead log could not be synced: "
                                          f"{error}") from error
-            finally:
-                with self._condition:
-                    self._syncing = False
-                    self._condition.notify_all()
 
     def close(self) -> None:
         if isinstance(self.sync, SyncProcess):
@@ -99,17 +95,23 @@ class WalSync:
         return False
 
     def _sync_up_to(self, target: int) -> None:
-        """One sync for every commit up to ``target``, its outcome recorded either way (a
-        failure fails every commit it was to cover)."""
+        """One sync for every commit up to ``target``; whatever ends it, the waiters learn
+        how (a failure fails every commit it was to cover)."""
+        error: BaseException | None = None
         try:
             self.sync(self.wal)
-        except BaseException as error:
-            self.failed = (target, error)
+        except BaseException as failure:
+            error = failure
             raise
-        else:
-            self.synced = max(self.synced, target)
         finally:
-            self.syncs += 1
+            with self._condition:
+                self._syncing = False
+                self.syncs += 1
+                if error is None:
+                    self.synced = max(self.synced, target)
+                else:
+                    self.failed = (target, error)
+                self._condition.notify_all()
 
 
 class SyncProcess:
