@@ -29,12 +29,11 @@ REAL, INT, TEXT = float, int, str
 # The most events one commit carries: a batch's first event waits for the others' work.
 BATCH_LIMIT = 16
 # How long a batch's first event waits for others to join its commit (under gevent, or with
-# events queued behind it) when its process is the database's only writer. A commit writes
-# each page it changed once, however many events changed it (the tables' last pages, the
-# log's header), so events sharing one cost less than events committing alone; at 1,000
-# people the wait paid for itself (docs/teams.md). Processes sharing the file do not wait:
-# the write lock held longer would keep the others waiting, and events that piled up while
-# a process waited for the lock share its commit already.
+# events queued behind it). A commit writes each page it changed once, however many events
+# changed it (the tables' last pages, the log's header), so events sharing one cost less
+# than events committing alone; at 1,000 people the wait paid for itself (docs/teams.md).
+# Where processes share the file, the wait comes before the write lock is taken, not while
+# it is held: the others would wait for it (``Storage.shared_file``).
 COMMIT_WINDOW_SECONDS = 0.002
 # How many query texts' columns a connection remembers (``Storage._names``).
 QUERIES_REMEMBERED = 1_000
@@ -291,7 +290,11 @@ class Storage:
         # records it; docs/study-day.md, Sizing a server).
         self.lock_held = 0.0
         self._queue_lock = threading.Lock()
-        self.commit_window = COMMIT_WINDOW_SECONDS  # 0 where processes share the file
+        self.commit_window = COMMIT_WINDOW_SECONDS
+        # Whether other processes write the file too (``gather``); then the first event of
+        # a commit waits before it takes the write lock, and the others wait for it.
+        self.shared_file = False
+        self._gathering: threading.Event | None = None
         self._keys: dict[str, str] = {}
         self._inserts: dict[tuple[str, ...], str] = {}  # (table, columns) -> INSERT
         self._columns: dict[str, list[str]] = {}  # query -> the columns it returns
@@ -415,6 +418,7 @@ class Storage:
         whose message is ready to run, or arrives meanwhile, join it, up to
         ``BATCH_LIMIT``, and a busy process commits once for many messages instead of once
         each. Nested events are savepoints of their outer event."""
+        self._gather()
         with self._queued_for_lock():
             self.lock.acquire()
         try:
@@ -437,7 +441,8 @@ class Storage:
         finally:
             self.lock.release()
         if leads and not batch.committed.is_set():
-            time.sleep(self.commit_window)  # the events ready meanwhile join this commit
+            # The events ready meanwhile (or gathered before the lock) join this commit.
+            time.sleep(0 if self.shared_file else self.commit_window)
             with self.lock:
                 if not batch.committed.is_set():  # unless it filled up and was committed
                     self._commit(batch)
@@ -446,6 +451,24 @@ class Storage:
             raise batch.error
         if self.wal_sync is not None and not getattr(self._nesting, "deferred", False):
             self.wal_sync.wait(batch.commit)  # acknowledged only once on the disk
+
+    def _gather(self) -> None:
+        """Where processes share the file, the first event of a commit waits
+        ``commit_window`` before it takes the write lock, and the events that arrive
+        meanwhile wait for it, then join its commit: the events share one commit as where a
+        process writes alone, and no process waits for a lock held idle. Nested events and
+        events joining an open batch go on at once."""
+        if not self.shared_file or self._nesting.depth != 1 or self._batch is not None:
+            return
+        if self._gathering is not None:
+            self._gathering.wait()
+            return
+        gathering = self._gathering = threading.Event()
+        try:
+            time.sleep(self.commit_window)
+        finally:
+            self._gathering = None
+            gathering.set()
 
     @contextlib.contextmanager
     def _queued_for_lock(self) -> Iterator[None]:

@@ -74,7 +74,7 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
     if config.get("MESSAGE_QUEUE"):  # several processes share the study
         journey.admission.share(config["MESSAGE_QUEUE"], f"study-{protocol.name}:rate")
         queue.show_queue_errors()
-        storage.commit_window = 0.0  # its write lock is theirs too
+        storage.shared_file = True  # its write lock is theirs too
     app.extensions["study"] = journey
     app.extensions["processes"] = processes
     app.extensions["connections"] = sockets.register(socketio, journey, processes)

@@ -261,3 +261,39 @@ def test_under_gevent_a_message_arriving_while_the_first_waits_shares_its_commit
     run = subprocess.run([sys.executable, "-c", GEVENT_WINDOW, str(tmp_path / "w.sqlite")],
                          capture_output=True, text=True, timeout=HANG, check=True)
     assert json.loads(run.stdout) == {"commits": 1, "stored": [True, True]}
+
+
+GEVENT_SHARED = GEVENT_STORAGE + """
+storage.shared_file = True
+another_process = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)
+def event(code, after):
+    gevent.sleep(after)
+    with storage.event() as db:
+        db.execute("INSERT INTO participants (code, protocol, created_at, step) "
+                   "VALUES (?, 'demo', 1.0, 'consent')", (code,))
+    return storage.participant(code) is not None
+def another_writes():
+    gevent.sleep(COMMIT_WINDOW_SECONDS / 2)
+    try:
+        another_process.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:
+        return False
+    another_process.execute("COMMIT")
+    return True
+events = [gevent.spawn(event, "first", 0),
+          gevent.spawn(event, "later", COMMIT_WINDOW_SECONDS / 4)]
+other = gevent.spawn(another_writes)
+gevent.joinall(events + [other])
+print(json.dumps({"commits": len(commits), "stored": [g.value for g in events],
+                  "lock free meanwhile": other.value}))
+"""
+
+
+def test_where_processes_share_the_file_events_gather_before_the_write_lock(tmp_path):
+    """Where processes share the file, a message arriving while the first waits still
+    shares its commit, and another process can write meanwhile: the wait comes before
+    the write lock is taken, so nobody waits for a lock held idle."""
+    run = subprocess.run([sys.executable, "-c", GEVENT_SHARED, str(tmp_path / "s.sqlite")],
+                         capture_output=True, text=True, timeout=HANG, check=True)
+    assert json.loads(run.stdout) == {"commits": 1, "stored": [True, True],
+                                      "lock free meanwhile": True}
