@@ -239,13 +239,17 @@ def test_under_gevent_ready_greenlets_share_commits_of_at_most_the_batch_limit(t
         "visible"] * (greenlets - 4)
 
 
-GEVENT_WINDOW = GEVENT_STORAGE + """
+# A message arriving ``after`` seconds, stored by its own event.
+GEVENT_MESSAGE = GEVENT_STORAGE + """
 def event(code, after):
     gevent.sleep(after)
     with storage.event() as db:
         db.execute("INSERT INTO participants (code, protocol, created_at, step) "
                    "VALUES (?, 'demo', 1.0, 'consent')", (code,))
     return storage.participant(code) is not None
+"""
+
+GEVENT_WINDOW = GEVENT_MESSAGE + """
 # the second message arrives while the first waits: its timer is due before the first's
 events = [gevent.spawn(event, "first", 0),
           gevent.spawn(event, "later", COMMIT_WINDOW_SECONDS / 4)]
@@ -263,15 +267,9 @@ def test_under_gevent_a_message_arriving_while_the_first_waits_shares_its_commit
     assert json.loads(run.stdout) == {"commits": 1, "stored": [True, True]}
 
 
-GEVENT_SHARED = GEVENT_STORAGE + """
+GEVENT_SHARED = GEVENT_MESSAGE + """
 storage.shared_file = True
 another_process = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)
-def event(code, after):
-    gevent.sleep(after)
-    with storage.event() as db:
-        db.execute("INSERT INTO participants (code, protocol, created_at, step) "
-                   "VALUES (?, 'demo', 1.0, 'consent')", (code,))
-    return storage.participant(code) is not None
 def another_writes():
     gevent.sleep(COMMIT_WINDOW_SECONDS / 2)
     try:
