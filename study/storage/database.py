@@ -291,7 +291,7 @@ class Storage:
         self.lock_held = 0.0
         self._queue_lock = threading.Lock()
         self.commit_window = COMMIT_WINDOW_SECONDS
-        # Whether other processes write the file too (``gather``); then the first event of
+        # Whether other processes write the file too (``_gather``); then the first event of
         # a commit waits before it takes the write lock, and the others wait for it.
         self.shared_file = False
         self._gathering: threading.Event | None = None
@@ -417,7 +417,8 @@ class Storage:
         event waits ``commit_window`` before committing: the events of every participant
         whose message is ready to run, or arrives meanwhile, join it, up to
         ``BATCH_LIMIT``, and a busy process commits once for many messages instead of once
-        each. Nested events are savepoints of their outer event."""
+        each; where processes share the file, that wait comes before the lock
+        (``_gather``). Nested events are savepoints of their outer event."""
         self._gather()
         with self._queued_for_lock():
             self.lock.acquire()
