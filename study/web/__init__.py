@@ -69,7 +69,7 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
     background = socketio.start_background_task if app.config["SCHEDULER"] else None
     processes = Processes(storage, clock)
     journey = Journey(protocol, storage, teammates, clock,
-                      sockets.notifier(socketio, processes, bool(config.get("MESSAGE_QUEUE"))),
+                      sockets.Notifier(socketio, processes, bool(config.get("MESSAGE_QUEUE"))),
                       **({"background": background} if background else {}))
     if config.get("MESSAGE_QUEUE"):  # several processes share the study
         journey.admission.share(config["MESSAGE_QUEUE"], f"study-{protocol.name}:rate")

@@ -76,10 +76,24 @@ def displace(storage: Storage, code: str, sid: str) -> list[str]:
     return [row["sid"] for row in rows]
 
 
+class Displaced(Exception):
+    """A newer tab of the code took over: this connection's messages are refused."""
+
+
 def current(storage: Storage, sid: str, code: str) -> bool:
     """Whether this connection is still the code's tab (not displaced by a newer one)."""
     return storage.one("SELECT 1 FROM connections WHERE sid = ? AND code = ?",
                        (sid, code)) is not None
+
+
+def ensure_current(storage: Storage, sid: str, code: str) -> None:
+    """Raise ``Displaced`` unless this connection is still the code's tab. Inside a
+    message's write transaction the check and the message are one step against a join
+    displacing the tab (on any process), and where processes share the file the message
+    reads nothing outside it (a read after another process's commit reads SQLite's pages
+    again)."""
+    if not current(storage, sid, code):
+        raise Displaced(code)
 
 
 def release(storage: Storage, participant: dict[str, Any]) -> bool:

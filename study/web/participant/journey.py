@@ -27,7 +27,7 @@ from study.web.participant import binding
 from study.web.participant.admission import Admission
 from study.web.participant.agent_pool import Policies, TeammateSource, algorithm_for
 from study.web.participant.agent_team import AgentTeam
-from study.web.participant.outbox import Notify, Outbox, Push
+from study.web.participant.outbox import Notify, Outbox, Unheard
 from study.web.participant.pages import TERMINAL
 from study.web.participant.playing import Rounds, TeammateTimes
 from study.web.participant.real_teams import RealTeams
@@ -47,8 +47,7 @@ STORAGE_WAIT = ("One moment, please: the bakery is catching up. Please keep this
 log = logging.getLogger(__name__)
 
 
-def _no_notify(pushes: list[Push]) -> None:
-    """Default sink for pushes when nothing listens (tools, some tests)."""
+UNHEARD = Unheard()
 
 
 def _at_once(work: Callable[[], None]) -> None:
@@ -84,7 +83,7 @@ class Journey:
     """
 
     def __init__(self, protocol: Protocol, storage: Storage, teammates: TeammateSource,
-                 clock: Callable[[], float], notify: Notify = _no_notify,
+                 clock: Callable[[], float], notify: Notify = UNHEARD,
                  background: Callable[[Callable[[], None]], Any] = _at_once) -> None:
         for condition in protocol.conditions:
             algorithm_for(condition, teammates.fea_bounds)  # fail at start, not mid-study
@@ -243,14 +242,17 @@ class Journey:
 
     # --- messages -----------------------------------------------------------------------
 
-    def handle(self, event: str, code: str | None, payload: Any) -> dict[str, Any]:
+    def handle(self, event: str, code: str | None, payload: Any,
+               tab: str | None = None) -> dict[str, Any]:
         """Check and apply one client message; the reply is the ack of the socket protocol.
 
         Size and rate are checked first, by code alone (the rate may ask Redis). Then the
-        participant's row is read, the message checked and its effect written in one write
+        participant's row is read, the sending ``tab`` (a connection's sid) checked to be
+        the code's current one, the message checked and its effect written in one write
         transaction: participants never wait for each other beyond SQLite's single writer,
         and two tabs or processes acting for one participant are applied one after the
-        other. Whatever goes wrong inside is a logged refusal with an ack."""
+        other. A displaced tab's message raises ``binding.Displaced`` and is stored
+        nowhere; whatever else goes wrong inside is a logged refusal with an ack."""
         participant: dict[str, Any] | None = None
         msg_id = payload.get("msg_id") if isinstance(payload, dict) else None
         try:
@@ -261,16 +263,21 @@ class Journey:
                 participant = self.storage.participant(code) if code else None
                 if participant is None:
                     raise Rejected("not-joined", "send join with a participant code first")
+                if tab is not None:
+                    binding.ensure_current(self.storage, tab, participant["code"])
                 self.admission.check(participant, event)  # holds
                 msg_id = self._check_message(participant, payload)
                 now = self.clock()
                 self._record_message(participant, msg_id, event, now)
                 self.handlers[event](participant, payload, now)
+                self.outbox.locate()
         except Rejected as rejection:  # refused before the read: the sender is read now
             participant = participant or (self.storage.participant(code) if code else None)
             reply = self._refuse(participant, event, msg_id, rejection, payload)
         except StorageUnavailable:  # nothing was stored: the page sends it again later
             reply = unavailable()
+        except binding.Displaced:  # the web layer answers the old tab: nothing to log
+            raise
         except Exception as error:  # a handler bug must not lose the ack or the log
             log.exception("message %s of %s failed", event, code)
             reply = self._refuse(participant, event, msg_id,

@@ -6,14 +6,34 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from study.storage.database import Storage
 from study.web.participant.real_teams import RealTeams
 
 Push = tuple[str, str, dict[str, Any]]  # a participant's code, the event, its payload
-# Sends the pushes of one flush: all at once, so where their pages are is asked once.
-Notify = Callable[[list[Push]], None]
+
+
+class Notify(Protocol):
+    """Sends the pushes of one flush, all at once, so where their pages are is asked once."""
+
+    def __call__(self, pushes: list[Push], alone_here: set[str] | None = None) -> None:
+        """Send them; ``alone_here``, if given, are the codes whose every connection is on
+        this process (asked inside the transaction that queued the pushes)."""
+
+    def alone_here(self, codes: set[str]) -> set[str] | None:
+        """Those of ``codes`` whose every connection is on this process; None where one
+        process serves the study (every page is here)."""
+
+
+class Unheard:
+    """Where nothing listens (tools, some tests): pushes go nowhere."""
+
+    def __call__(self, pushes: list[Push], alone_here: set[str] | None = None) -> None:
+        pass
+
+    def alone_here(self, codes: set[str]) -> set[str] | None:
+        return None
 
 
 class Outbox:
@@ -58,12 +78,23 @@ class Outbox:
         self.queue(code, "state", self.state(code))
         self.flush()
 
+    def locate(self) -> None:
+        """Ask where the pages of this thread's pushes are, inside the transaction that
+        queued them: a read after it would find the other processes' commits and read
+        SQLite's pages again, and a tab joining elsewhere meanwhile waits for this commit
+        and then reads the state itself. A push queued after this goes through the message
+        queue, as any push to a page that may be elsewhere."""
+        if self.pushes:
+            self._queued.alone_here = self.notify.alone_here(
+                {code for code, _, _ in self.pushes})
+
     def flush(self) -> None:
         """Send the pushes this thread collected while writing, once its transaction
         committed."""
         pushes, self._queued.pushes = self.pushes, []
+        alone_here, self._queued.alone_here = getattr(self._queued, "alone_here", None), None
         if pushes:
-            self.notify(pushes)
+            self.notify(pushes, alone_here)
 
     @contextlib.contextmanager
     def forgotten_on_failure(self) -> Iterator[None]:
@@ -73,4 +104,5 @@ class Outbox:
             yield
         except BaseException:
             self._queued.pushes = []  # their transaction was rolled back
+            self._queued.alone_here = None
             raise

@@ -30,7 +30,7 @@ from study.storage.health import StorageUnavailable
 from study.web.participant import binding
 from study.web.participant.inputs import TOO_DEEP
 from study.web.participant.journey import Journey, unavailable
-from study.web.participant.outbox import Notify, Push
+from study.web.participant.outbox import Push
 from study.web.participant.rejections import Rejected
 from study.web.serving.counters import UNJOINED, Counter
 from study.web.serving.processes import Processes
@@ -98,27 +98,37 @@ def refusal(reason: str, detail: str) -> dict[str, Any]:
     return {"ok": False, "error": "rejected", "reason": reason, "detail": detail}
 
 
-def notifier(socketio: SocketIO, processes: Processes, shared: bool) -> Notify:
+class Notifier:
     """How the journey's pushes go out: to the participant's room, through the message queue
     when several processes share the study. A participant whose every connection is on
     this process is told here directly: a teammate's placed element is most pushes, and the
     queue would send each one to every process to be decoded and mostly dropped. Which
-    participants are also connected elsewhere is asked once for a flush's pushes."""
-    if not shared:
-        def notify_here(pushes: list[Push]) -> None:
-            for event, payload, codes in together(pushes):
-                socketio.emit(event, payload, to=codes)
-        return notify_here
+    participants are also connected elsewhere is asked once for a message's pushes, inside
+    its transaction (``Outbox.locate``), else once for a flush's."""
 
-    def notify(pushes: list[Push]) -> None:
-        rooms = socketio.server.manager.rooms.get("/", {})
-        here = {code for code, _, _ in pushes if code in rooms}
-        only_here = here - processes.connected_elsewhere(here)
+    def __init__(self, socketio: SocketIO, processes: Processes, shared: bool) -> None:
+        self.socketio = socketio
+        self.processes = processes
+        self.shared = shared
+
+    def alone_here(self, codes: set[str]) -> set[str] | None:
+        if not self.shared:
+            return None
+        rooms = self.socketio.server.manager.rooms.get("/", {})
+        here = {code for code in codes if code in rooms}
+        return here - self.processes.connected_elsewhere(here)
+
+    def __call__(self, pushes: list[Push], alone_here: set[str] | None = None) -> None:
+        if not self.shared:
+            for event, payload, codes in together(pushes):
+                self.socketio.emit(event, payload, to=codes)
+            return
+        if alone_here is None:
+            alone_here = self.alone_here({code for code, _, _ in pushes}) or set()
         for event, payload, codes in together(pushes):
             for ignore_queue in (True, False):
-                if to := [code for code in codes if (code in only_here) == ignore_queue]:
-                    socketio.emit(event, payload, to=to, ignore_queue=ignore_queue)
-    return notify
+                if to := [code for code in codes if (code in alone_here) == ignore_queue]:
+                    self.socketio.emit(event, payload, to=to, ignore_queue=ignore_queue)
 
 
 def together(pushes: list[Push]) -> list[tuple[str, dict[str, Any], list[str]]]:
@@ -224,21 +234,27 @@ def register(socketio: SocketIO, journey: Journey, processes: Processes) -> Conn
         connections.drop(sid)
         return None
 
+    def answer(event: str, sid: str, code: str, payload: Any) -> dict[str, Any]:
+        """The message's reply; ``binding.Displaced`` if a newer tab took the code over (a
+        message that writes is checked inside its own transaction)."""
+        if payload is not TOO_DEEP and event != "sync":
+            return journey.handle(event, code, payload, tab=sid)
+        binding.ensure_current(journey.storage, sid, code)
+        if event == "sync":  # read only: the state again, for a page that missed a push
+            return journey.sync(code)
+        return journey.refuse(event, code, Rejected("malformed", "the payload nests too deep"),
+                              None)
+
     def handler(event: str) -> Any:
         def handle(sid: str, payload: Any = None) -> dict[str, Any]:
             code = connections.code(sid)
             if code is None:
                 return not_joined(sid, refusal("not-joined", NOT_JOINED))
-            if not binding.current(journey.storage, sid, code):
+            try:
+                reply = answer(event, sid, code, payload)
+            except binding.Displaced:
                 connections.drop(sid)
                 return refusal("elsewhere", ELSEWHERE["other-tab"])
-            if payload is TOO_DEEP:
-                reply = journey.refuse(event, code, Rejected(
-                    "malformed", "the payload nests too deep"), None)
-            elif event == "sync":  # read only: the state again, for a page that missed a push
-                reply = journey.sync(code)
-            else:
-                reply = journey.handle(event, code, payload)
             if not connections.answered(sid, reply):
                 drop(sid)
             return reply

@@ -13,19 +13,19 @@ from study.protocol.loader import load_protocol
 from study.storage.database import Storage
 from study.web.participant import withdrawal
 from study.web.participant.journey import Journey
-from study.web.participant.outbox import Push
+from study.web.participant.outbox import Push, Unheard
 from study.web.participant.records import Records
 from study.web.participant.rejections import Rejected
 
 
-class Page:
+class Page(Unheard):
     """A notify sink that records each push and whether a transaction was open at the time."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.pushes: list[tuple[str, str, bool]] = []
 
-    def __call__(self, pushes: list[Push]) -> None:
+    def __call__(self, pushes: list[Push], alone_here: set[str] | None = None) -> None:
         self.pushes += [(code, event, self.storage.db.conn.in_transaction)
                         for code, event, _ in pushes]
 

@@ -173,6 +173,24 @@ def test_a_second_tab_takes_over_and_the_first_is_told(app, clock):
     assert two.send("submit", {"step": "themes", "data": {}})["reason"] == "elsewhere"
 
 
+def test_a_tab_is_checked_inside_its_message_s_write_transaction(app, clock):
+    """The check and the message are one step against a newer tab's join, and with
+    several workers on one file the message reads no page outside its transaction (each
+    read there after another process's commit reads SQLite's pages again)."""
+    you = Browser(app, "one-step-1")
+    assert you.join()["ok"]
+    statements: list[str] = []
+    db(app).db.conn.set_trace_callback(statements.append)
+    assert you.submit("consent", {"agree": True})["step"] == "themes"
+    db(app).db.conn.set_trace_callback(None)
+    check = next(i for i, sql in enumerate(statements) if "FROM connections" in sql)
+    begin = max((i for i, sql in enumerate(statements[:check]) if sql.startswith("BEGIN")),
+                default=None)
+    assert begin is not None, "the tab was checked before the message's transaction"
+    assert not any(sql.startswith("COMMIT") for sql in statements[begin:check])
+    assert any(sql.startswith('INSERT INTO "messages"') for sql in statements[check:])
+
+
 def test_the_teammate_works_to_its_schedule_and_is_stored_at_the_close(app, clock):
     you = Browser(app, "live-1")
     through_preferences(you)

@@ -14,6 +14,7 @@ import pytest
 
 from study.storage.database import Storage
 from study.web.participant import sockets
+from study.web.participant.outbox import Outbox
 from study.web.serving.processes import LEASE_SECONDS, Processes
 
 
@@ -114,7 +115,7 @@ def test_a_push_skips_the_queue_only_for_a_participant_connected_here_alone(tmp_
     other.connected("sid-c", "two-tabs")
     other.connected("sid-d", "elsewhere")
     socketio = RecordingSocketIO({"alone-here", "two-tabs"})
-    notify = sockets.notifier(socketio, here, shared=True)
+    notify = sockets.Notifier(socketio, here, shared=True)
     asked: list[str] = []
     storage.db.conn.set_trace_callback(asked.append)
     notify([(code, "station", {}) for code in ("alone-here", "two-tabs", "elsewhere")])
@@ -123,8 +124,32 @@ def test_a_push_skips_the_queue_only_for_a_participant_connected_here_alone(tmp_
                               (["elsewhere"], False)]
     assert len([sql for sql in asked if "FROM connections" in sql]) == 1  # once a flush
     one_process = RecordingSocketIO({"alone-here"})
-    sockets.notifier(one_process, here, shared=False)([("alone-here", "station", {})])
+    sockets.Notifier(one_process, here, shared=False)([("alone-here", "station", {})])
     assert one_process.emits == [(["alone-here"], False)]
+
+
+def test_where_a_message_s_pushes_go_is_asked_inside_its_transaction(tmp_path):
+    """Asked after the commit, a worker sharing the file would find the other's commits and
+    read SQLite's pages again; asked before it, a tab joining on another process waits
+    for the commit and then reads the state itself."""
+    storage, clock = Storage(tmp_path / "study.sqlite"), Clock()
+    here, other = Processes(storage, clock), Processes(storage, clock)
+    here.connected("sid-a", "mate-a")
+    here.connected("sid-b", "mate-b")
+    other.connected("sid-c", "mate-b")
+    socketio = RecordingSocketIO({"mate-a", "mate-b"})
+    outbox = Outbox(storage, None, None, sockets.Notifier(socketio, here, shared=True))
+    asked: list[str] = []
+    storage.db.conn.set_trace_callback(asked.append)
+    with storage.event():
+        outbox.queue("mate-a", "station", {"seat": 1})
+        outbox.queue("mate-b", "station", {"seat": 1})
+        outbox.locate()
+    outbox.flush()
+    storage.db.conn.set_trace_callback(None)
+    lookups = [i for i, sql in enumerate(asked) if "FROM connections" in sql]
+    assert len(lookups) == 1 and lookups[0] < asked.index("COMMIT")
+    assert socketio.emits == [(["mate-a"], True), (["mate-b"], False)]
 
 
 def test_one_payload_for_several_participants_is_one_emit_to_their_rooms(tmp_path):
@@ -140,11 +165,11 @@ def test_one_payload_for_several_participants_is_one_emit_to_their_rooms(tmp_pat
               ("mate-c", "station", station), ("mate-a", "state", state),
               ("mate-b", "state", dict(state))]
     one_process = RecordingSocketIO({"mate-a", "mate-b", "mate-c"})
-    sockets.notifier(one_process, here, shared=False)(pushes)
+    sockets.Notifier(one_process, here, shared=False)(pushes)
     assert one_process.emits == [(["mate-a", "mate-b", "mate-c"], False),
                                  (["mate-a"], False), (["mate-b"], False)]
     shared = RecordingSocketIO({"mate-a", "mate-b", "mate-c"})
-    sockets.notifier(shared, here, shared=True)(pushes)
+    sockets.Notifier(shared, here, shared=True)(pushes)
     assert shared.emits == [(["mate-a", "mate-b"], True), (["mate-c"], False),
                             (["mate-a"], True), (["mate-b"], True)]
 
