@@ -40,7 +40,11 @@ people with as many pushes to teammates a message as the study owed; the last ta
 every row's people per core, over its floor's CPU per message, and projected for 8 and 16
 cores.
 Each row with several workers is also given over one worker, beside the floor's same
-ratio: what a second process costs on this machine whatever it runs.
+ratio: what a second process costs on this machine whatever it runs. A worker's CPU a
+message grows as its load falls (fewer messages share each wake of its event loop and
+each commit), so ``--same-load`` also runs one worker at the participants each of several
+carries (500 for two workers at 1,000) and gives the row over that too: what a second
+process costs of its own.
 
 Several ``--protocol`` run in every configuration, one after the other; each one's ack p95
 is also given over the first's. Real teams of three against agent teammates (their lobby
@@ -326,8 +330,22 @@ def matrix(args: argparse.Namespace) -> list[Config]:
     configs = [Config("human", study, w, n, d, b) for b in args.backup_every
                for d in args.durability for w in args.workers for n in args.participants
                for study in args.protocol]
+    if args.same_load:
+        configs = with_same_load(configs)
     return configs + [Config("fast", DEMO, w, n, d) for d in args.durability
                       for w in args.fast_workers for n in args.fast_participants]
+
+
+def with_same_load(configs: list[Config]) -> list[Config]:
+    """``configs`` with, before each of several workers, one worker carrying as many
+    participants as each of them does (unless the matrix has it already)."""
+    out: list[Config] = []
+    for config in configs:
+        alone = replace(config, workers=1, participants=config.participants // config.workers)
+        if config.workers > 1 and alone not in configs and alone not in out:
+            out.append(alone)
+        out.append(config)
+    return out
 
 
 def against_first_study(rows: list[Row]) -> list[str]:
@@ -381,27 +399,45 @@ def floor_of(row: Row, floors: dict[FloorKey, FloorRow]) -> FloorRow | None:
 
 
 def against_one_worker(rows: list[Row], floors: dict[FloorKey, FloorRow]) -> list[str]:
-    """Each human row's CPU a message over the same study's on one worker, the workers'
-    own CPU alone (without HAProxy and Redis), and the floor's ratio at the same counts:
-    what several processes cost on this machine and stack, against what the study adds."""
+    """Each human row with several workers over the same study on one worker: at the same
+    participants (the workers' own CPU alone too, without HAProxy and Redis, and the floor's
+    ratio at the same counts: what several processes cost on this machine and stack,
+    against what the study adds), and, where it ran (``--same-load``), at the same
+    participants a worker: a worker's CPU a message grows as its load falls, so this is
+    what a second process costs of its own."""
     lines = []
     for row in (r for r in rows if r.config.pace == "human" and r.config.workers > 1):
-        one = next((r for r in rows if r.config.pace == "human" and r.config.workers == 1
-                    and (r.config.study, r.config.participants, r.config.durability)
-                    == (row.config.study, row.config.participants, row.config.durability)),
-                   None)
-        if one is None:
-            continue
-        floor, floor_one = floor_of(row, floors), floor_of(one, floors)
-        against_floor = "" if floor is None or floor_one is None else \
-            f"; the floor's {floor.cpu_ms_per_message / floor_one.cpu_ms_per_message:.2f}"
-        lines.append(f"{row.config.study.stem}, {row.config.durability}, "
-                     f"{row.config.participants}: {row.config.workers} workers over 1, CPU a "
-                     f"message {row.cpu_ms_per_message / one.cpu_ms_per_message:.2f} (the "
-                     f"workers alone {row.workers_cpu_ms() / one.workers_cpu_ms():.2f})"
-                     f"{against_floor}; ack p95 {row.cookie_ms[1]:.0f} against "
-                     f"{one.cookie_ms[1]:.0f} ms")
+        one = one_worker_like(rows, row, row.config.participants)
+        if one is not None:
+            floor, floor_one = floor_of(row, floors), floor_of(one, floors)
+            against_floor = "" if floor is None or floor_one is None else \
+                f"; the floor's {floor.cpu_ms_per_message / floor_one.cpu_ms_per_message:.2f}"
+            lines.append(f"{row.config.study.stem}, {row.config.durability}, "
+                         f"{row.config.participants}: {row.config.workers} workers over 1, "
+                         f"{over(row, one)}{against_floor}; ack p95 "
+                         f"{row.cookie_ms[1]:.0f} against {one.cookie_ms[1]:.0f} ms")
+        per_worker = row.config.participants // row.config.workers
+        same_load = one_worker_like(rows, row, per_worker)
+        if same_load is not None:
+            lines.append(f"{row.config.study.stem}, {row.config.durability}, "
+                         f"{row.config.participants}: {row.config.workers} workers over 1 at "
+                         f"{per_worker} (the same people a worker), {over(row, same_load)}; "
+                         f"ack p95 {row.cookie_ms[1]:.0f} against "
+                         f"{same_load.cookie_ms[1]:.0f} ms")
     return lines
+
+
+def one_worker_like(rows: list[Row], row: Row, participants: int) -> Row | None:
+    """The human row of ``row``'s study and durability on one worker with ``participants``."""
+    return next((r for r in rows if r.config.pace == "human" and r.config.workers == 1
+                 and (r.config.study, r.config.participants, r.config.durability)
+                 == (row.config.study, participants, row.config.durability)), None)
+
+
+def over(row: Row, one: Row) -> str:
+    """``row``'s CPU a message over ``one``'s, all of it and the workers' alone."""
+    return (f"CPU a message {row.cpu_ms_per_message / one.cpu_ms_per_message:.2f} (the "
+            f"workers alone {row.workers_cpu_ms() / one.workers_cpu_ms():.2f})")
 
 
 def capacity(rows: list[Row], floors: dict[FloorKey, FloorRow]) -> list[str]:
@@ -462,6 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", action="store_true",
                         help="also run the floor server (benchmarks.floor) like each "
                              "human row, with its study's mix of messages and pushes")
+    parser.add_argument("--same-load", action="store_true",
+                        help="also run one worker at each several-worker row's participants "
+                             "a worker, and give that row over it too")
     parser.add_argument("--console", type=int, default=0, metavar="N",
                         help="keep N of the console's live views open through each run, "
                              "as an experimenter watching does")

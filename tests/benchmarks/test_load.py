@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 import numpy as np
 
-from benchmarks.load import DEMO, HEADER, Config, Row
+from benchmarks.load import DEMO, HEADER, Config, Row, against_one_worker, matrix
 from study.bots.light import Tally
+
+TEAMS3 = Path("protocols/teams3.toml")
 
 
 def test_a_row_fills_every_column_of_the_table_with_the_write_lock_held():
@@ -17,3 +22,34 @@ def test_a_row_fills_every_column_of_the_table_with_the_write_lock_held():
     held = HEADER.splitlines()[0].split(" | ").index("write lock held")
     assert cells[held] == "50%"
     assert "held by the workers together 50.0% of the window" in row.details()
+
+
+def test_the_same_load_adds_one_worker_at_each_workers_share_before_it_once():
+    args = argparse.Namespace(backup_every=[0.0], durability=["normal"], workers=[1, 2, 4],
+                              participants=[500, 1000], protocol=[TEAMS3], same_load=True,
+                              fast_workers=[], fast_participants=[])
+    human = [(c.workers, c.participants) for c in matrix(args)]
+    # 1 at 500 runs anyway; 1 at 250 (for 2 at 500 and 4 at 1000) and 1 at 125 are added
+    assert human == [(1, 500), (1, 1000), (1, 250), (2, 500), (2, 1000), (1, 125), (4, 500),
+                     (4, 1000)]
+    assert len(matrix(argparse.Namespace(**{**vars(args), "same_load": False}))) == 6
+
+
+def _row(workers: int, participants: int, cpu_ms: float, workers_ms: float,
+         ack_p95: float) -> Row:
+    return Row(Config("human", TEAMS3, workers, participants, "normal"),
+               np.array([5.0, ack_p95, 40.0]), 2900, np.array([10.0, 40.0]), 1750,
+               1093.0, cpu_ms, 0.4, 0.2, 0.6, 2.0, 0, 0, Tally(),
+               cpu_ms_by_program={"python": workers_ms, "haproxy": cpu_ms - workers_ms})
+
+
+def test_two_workers_are_given_over_one_at_the_same_people_and_the_same_people_a_worker():
+    rows = [_row(1, 500, 0.70, 0.70, 9), _row(1, 1000, 0.56, 0.56, 13),
+            _row(2, 1000, 0.80, 0.70, 21)]
+    lines = against_one_worker(rows, {})
+    assert lines == [
+        "teams3, normal, 1000: 2 workers over 1, CPU a message 1.43 (the workers alone "
+        "1.25); ack p95 21 against 13 ms",
+        "teams3, normal, 1000: 2 workers over 1 at 500 (the same people a worker), CPU a "
+        "message 1.14 (the workers alone 1.00); ack p95 21 against 9 ms"]
+    assert against_one_worker(rows[1:], {}) == lines[:1]
