@@ -407,21 +407,20 @@ def against_one_worker(rows: list[Row], floors: dict[FloorKey, FloorRow]) -> lis
     what a second process costs of its own."""
     lines = []
     for row in (r for r in rows if r.config.pace == "human" and r.config.workers > 1):
+        head = (f"{row.config.study.stem}, {row.config.durability}, "
+                f"{row.config.participants}: {row.config.workers} workers over 1")
         one = one_worker_like(rows, row, row.config.participants)
         if one is not None:
             floor, floor_one = floor_of(row, floors), floor_of(one, floors)
             against_floor = "" if floor is None or floor_one is None else \
                 f"; the floor's {floor.cpu_ms_per_message / floor_one.cpu_ms_per_message:.2f}"
-            lines.append(f"{row.config.study.stem}, {row.config.durability}, "
-                         f"{row.config.participants}: {row.config.workers} workers over 1, "
-                         f"{over(row, one)}{against_floor}; ack p95 "
+            lines.append(f"{head}, {over(row, one)}{against_floor}; ack p95 "
                          f"{row.cookie_ms[1]:.0f} against {one.cookie_ms[1]:.0f} ms")
         per_worker = row.config.participants // row.config.workers
         same_load = one_worker_like(rows, row, per_worker)
         if same_load is not None:
-            lines.append(f"{row.config.study.stem}, {row.config.durability}, "
-                         f"{row.config.participants}: {row.config.workers} workers over 1 at "
-                         f"{per_worker} (the same people a worker), {over(row, same_load)}; "
+            lines.append(f"{head} at {per_worker} (the same people a worker), "
+                         f"{over(row, same_load)}; "
                          f"ack p95 {row.cookie_ms[1]:.0f} against "
                          f"{same_load.cookie_ms[1]:.0f} ms")
     return lines
