@@ -92,11 +92,16 @@ def test_the_console_creates_links_shows_live_changes_and_pauses(served):
             return boxes.some((a, i) => boxes.slice(i + 1).some((b) => a.left < b.right
                 && b.left < a.right && a.top < b.bottom && b.top < a.bottom)); }""")
         assert not overlaps, "the console's links overlap on a phone"
-        card = page.locator(row).evaluate("""(row) => {
+        # Found and measured in one turn of the page's script: a live update may redraw
+        # the rows between a locator's finding a row and its evaluating it.
+        card = page.evaluate("""(code) => {
+            const row = [...document.querySelectorAll('#participants td.code')]
+                .find((td) => td.textContent === code).closest('tr');
             const label = (td) => getComputedStyle(td, '::before').content;
             return {right: row.getBoundingClientRect().right,
                     labels: [...row.cells].map(label),
-                    heading: getComputedStyle(row.closest('table').tHead).display}; }""")
+                    heading: getComputedStyle(row.closest('table').tHead).display}; }""",
+                             codes[0])
         assert card["right"] <= 390, "a participant's row is wider than the phone"
         assert card["heading"] == "none"  # each cell says its column instead
         assert card["labels"][:3] == ['"code"', '"step (condition order)"', '"status"']
