@@ -7,7 +7,15 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.load import DEMO, HEADER, Config, Row, against_one_worker, matrix
+from benchmarks.load import (
+    DEMO,
+    HEADER,
+    Config,
+    Row,
+    against_first_study,
+    against_one_worker,
+    matrix,
+)
 from study.bots.light import Tally
 
 TEAMS3 = Path("protocols/teams3.toml")
@@ -36,8 +44,8 @@ def test_the_same_load_adds_one_worker_at_each_workers_share_before_it_once():
 
 
 def _row(workers: int, participants: int, cpu_ms: float, workers_ms: float,
-         ack_p95: float) -> Row:
-    return Row(Config("human", TEAMS3, workers, participants, "normal"),
+         ack_p95: float, study: Path = TEAMS3) -> Row:
+    return Row(Config("human", study, workers, participants, "normal"),
                np.array([5.0, ack_p95, 40.0]), 2900, np.array([10.0, 40.0]), 1750,
                1093.0, cpu_ms, 0.4, 0.2, 0.6, 2.0, 0, 0, Tally(),
                cpu_ms_by_program={"python": workers_ms, "haproxy": cpu_ms - workers_ms})
@@ -53,3 +61,9 @@ def test_two_workers_are_given_over_one_at_the_same_people_and_the_same_people_a
         "teams3, normal, 1000: 2 workers over 1 at 500 (the same people a worker), CPU a "
         "message 1.14 (the workers alone 1.00); ack p95 21 against 9 ms"]
     assert against_one_worker(rows[1:], {}) == lines[:1]
+
+
+def test_a_study_over_the_first_shows_the_p95s_its_ratio_is_of():
+    rows = [_row(1, 1000, 0.56, 0.56, 7.64, DEMO), _row(1, 1000, 0.55, 0.55, 12.53)]
+    assert against_first_study(rows) == [
+        "teams3 over demo, 1 worker(s), 1000: ack p95 12.5 / 7.6 ms = 1.64"]
