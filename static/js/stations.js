@@ -19,12 +19,18 @@ export function receiveStation(update) {
   drawStations();
 }
 
+// The agent teammate of an individual study is presented as a person only where the
+// protocol declares it is until the debrief (agent_teammate = "concealed").
+function concealed() {
+  return state.agent_teammate === "concealed";
+}
+
 export function viewTeammate() {
   // A real team's page (docs/teams.md) says who the teammates are in its own words, and
   // lists every seat as the rounds will name it: a person or an agent.
   return card(state.page, state.team ? el("div", { class: "team-seats" },
     el("h3", {}, t("team_seats")), el("ul", { id: "team-seats" }, seatList())) :
-    el("div", { class: "teammate-hello" }, svgUse("baker", "baker"), el("p", {}, t("teammate_hello"))),
+    el("div", { class: "teammate-hello" }, svgUse(concealed() ? "baker" : "agent", "baker"), el("p", {}, t("teammate_hello"))),
     el("div", { class: "actions" }, button(t("continue"), () => submit(), "primary", { "data-action": "continue" })));
 }
 
@@ -129,7 +135,7 @@ export function plate(id, count, kind) {
 // The other stations of a round: the agent teammate of an individual study, or every
 // other seat of a real team (docs/teams.md), each with the id its elements go by.
 export function mates(round) {
-  if (round.teammate) return [Object.assign({ key: "teammate", kind: "agent", title: t("teammate_station"), room: true }, round.teammate)];
+  if (round.teammate) return [Object.assign({ key: "teammate", kind: "agent", title: t("teammate_station"), room: concealed() }, round.teammate)];
   return (round.stations || []).map((station) => Object.assign({
     key: "seat" + station.seat,
     title: t(station.taken_over ? "station_taken_over" : station.kind === "agent" ? "station_agent" : "station_person", { seat: station.seat + 1 }),
@@ -194,8 +200,8 @@ function rememberDelivered() {
   try { sessionStorage.setItem("delivered:" + code, JSON.stringify([...delivered].slice(-20))); } catch (e) { /* private mode */ }
 }
 
-// A declared agent seat of a real team looks like an agent, never like a person; the agent
-// teammate of an individual study (mate.room) is drawn as the protocol's pages present it.
+// An agent looks like an agent, never like a person, unless the protocol conceals the agent
+// teammate of an individual study (mate.room) until the debrief.
 function stationFigure(mate) {
   return mate.kind === "agent" && !mate.room ? "agent" : "baker";
 }

@@ -284,6 +284,9 @@ def _print_links(protocol: Any, database: Path, pool: Path, args: argparse.Names
                 else "a server crash, not a power cut")
     print(f"study {protocol.name}: database {database}, pool {pool.name}, {processes}; "
           f"acknowledged messages survive {survives}")
+    if protocol.team is None and protocol.agent_teammate == "concealed":
+        print("  the agent teammate is presented as a person until the debrief "
+              "(agent_teammate = \"concealed\"): run it as your ethics board approved")
     if tls is not None:
         print(f"  HTTPS with {tls.cert} (TLS 1.2 or newer, HSTS); plain HTTP on port "
               f"{tls.http_port} is redirected to it")

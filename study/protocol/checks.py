@@ -501,6 +501,9 @@ def _team_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
             if getattr(doc.pages, name) is not None:
                 yield f"pages.{name}", "is a page of real teams; add a [team] or drop it"
         return
+    if doc.study.agent_teammate == "concealed":
+        yield "study.agent_teammate", ("is \"concealed\", but a [team]'s pages and stations "
+                                       "say which seats are agents: drop it")
     if doc.pages.lobby is None:
         yield "team", "needs the page [pages.lobby] (what the people read there)"
     for name, cause, how in _team_pages(team):

@@ -37,7 +37,7 @@ from study.protocol.schema import (
     TASK_NAMES,
     TEAM_PAGES,
 )
-from study.protocol.texts import DEFAULT_TEXTS
+from study.protocol.texts import DEFAULT_TEXTS, default_texts
 from study.protocol.toml_source import ProtocolError, TomlSource
 
 if TYPE_CHECKING:
@@ -220,6 +220,7 @@ class Protocol:
     algorithms: tuple[DeclaredAlgorithm, ...] = ()
     tied_ratings: str = "lowest-index"  # what equal theme ratings lead to (docs/protocol.md)
     clipped_capability: str = "continue"  # what a capability clipped at 0.01 or 0.99 leads to
+    agent_teammate: str = "disclosed"  # how the pages present the agent teammate
 
     @property
     def open_enrolment(self) -> bool:
@@ -356,6 +357,7 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
                       else TASK_NAMES.index(doc.study.preferred_on)),
         tied_ratings=doc.study.tied_ratings,
         clipped_capability=doc.study.clipped_capability,
+        agent_teammate=doc.study.agent_teammate,
         themes=themes,
         conditions=tuple(_condition(c, declared) for c in doc.conditions),
         algorithms=declared,
@@ -369,7 +371,8 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
         pool=pool,
         recruitment=_recruitment(doc.recruitment),
         bonus=doc.bonus,
-        texts={**DEFAULT_TEXTS, **doc.texts.model_dump(exclude_none=True)},
+        texts={**default_texts(doc.study.agent_teammate),
+               **doc.texts.model_dump(exclude_none=True)},
         team=_team(doc.team),
         analysis=AnalysisRules(tuple(doc.analysis.exclude),
                                doc.analysis.keep_completed_sessions_of_incomplete,

@@ -40,6 +40,9 @@ TIED_RATINGS = ("lowest-index", "unmatched", "random")
 # What follows a capability clipped at 0.01 or 0.99 (not a measurement, MODEL.md): the
 # participant continues and the analysis leaves them out, or meets the unmatched page.
 CLIPPED_CAPABILITY = ("continue", "unmatched")
+# How the pages present an individual study's agent teammate: as the agent it is, or as a
+# person until the debrief discloses it (the paper's confederate method, docs/protocol.md).
+AGENT_TEAMMATE = ("disclosed", "concealed")
 PAGES = ("consent", "themes", "practice", "teammate", "intro", "session", "debrief", "done",
          "declined", "withdrawn", "unmatched")
 # Pages of a protocol with a [team] (docs/teams.md): the waiting room, and the team's page
@@ -236,6 +239,13 @@ class StudySection(Strict):
                                 "and the analysis leaves them out (the exclusion "
                                 "clipped-capability); unmatched gives the unmatched page "
                                 "once practice ends, before a team is formed on it.")
+    agent_teammate: Literal[AGENT_TEAMMATE] = Field(
+        "disclosed", description="How the pages present the agent teammate of a study "
+                                 "without a [team]: disclosed says it is a computer agent "
+                                 "and draws it as one; concealed presents it as a person "
+                                 "in the room next door until the debrief discloses it "
+                                 "(the paper's method with a confederate; only as an "
+                                 "ethics board approved, docs/protocol.md).")
 
 
 class CookieType(Strict):

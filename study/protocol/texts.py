@@ -41,8 +41,8 @@ DEFAULT_TEXTS: dict[str, str] = {
     "squares": "squares",
     "letters": "letters",
     "theme_cookie": "Decorated on the {cookie} cookies",
-    "teammate_hello": "Your teammate's station is in the room next door — the programs "
-                      "are synced.",
+    "teammate_hello": "Your teammate is a computer agent that decorates at the pace of a "
+                      "person. You will see its station working live beside yours.",
     "robot_name": "Robot {robot}",
     # real teams: the waiting room, the stations, a seat given to an agent
     # {waiting}: the people here who can be in one team with you (you included)
@@ -99,7 +99,7 @@ DEFAULT_TEXTS: dict[str, str] = {
     "kits_waiting": "Kits waiting",
     "kits_left": "{cookie} × {count}",
     "your_station": "Your station",
-    "teammate_station": "Teammate's station",
+    "teammate_station": "Agent teammate's station",
     "next_room": "(next room)",
     "kit": "{cookie} cookies",
     "carried_yours": "you",
@@ -193,6 +193,22 @@ DEFAULT_TEXTS: dict[str, str] = {
     "welcome_text": "Please open the personal link you were given to take part in the study.",
     "welcome_start": "Start a new visit",
 }
+
+# The defaults that differ where the pages present the agent teammate as a person until
+# the debrief (``agent_teammate = "concealed"``, the paper's confederate method).
+CONCEALED_AGENT_TEXTS: dict[str, str] = {
+    "teammate_hello": "Your teammate's station is in the room next door — the programs "
+                      "are synced.",
+    "teammate_station": "Teammate's station",
+}
+
+
+def default_texts(agent_teammate: str) -> dict[str, str]:
+    """The page's words before a protocol's ``[texts]``: none that calls an agent a person
+    unless the protocol declares it does (``agent_teammate``)."""
+    if agent_teammate == "concealed":
+        return {**DEFAULT_TEXTS, **CONCEALED_AGENT_TEXTS}
+    return dict(DEFAULT_TEXTS)
 
 
 def placeholders(text: str) -> set[str]:

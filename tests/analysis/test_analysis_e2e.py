@@ -28,13 +28,13 @@ STOPS = (None, None, None, None, None, "session-2", "session-1:1", "practice:2",
 ABORTED = 8  # the participant the experimenter aborts (it left session 2 after one round)
 RECOVERED = 1  # whose second letters practice round (measured) is closed on recovery
 FLAGGED = 0
-FAILED_CHECK = 2  # answers that they did not believe the teammate was a person
+FAILED_CHECK = 2  # answers that they did not take in that the teammate was an agent
 NEVER_OPENED = 2
 RULES = """[analysis]
 exclude = ["aborted", "failed-manipulation-check", "recovered-capability", "incomplete"]
 keep_completed_sessions_of_incomplete = true
-manipulation_check_item = "teammate_believed"
-manipulation_check_pass = ["Yes, another person"]
+manipulation_check_item = "teammate_understood"
+manipulation_check_pass = ["A computer agent"]
 """
 
 
@@ -60,7 +60,7 @@ def study(tmp_path_factory):
         code = journey.enrol()["code"]
         profile = replace(profile_for(index, "fast", seed=7), stop_at=stop)
         bot = Bot("http://in-process", code, profile, AckLog(), facts=facts)
-        answer = "No, a computer program" if index == FAILED_CHECK else PASSING
+        answer = "Another participant" if index == FAILED_CHECK else PASSING
         finals.append(InProcessBot(journey, clock, code, bot, index == RECOVERED,
                                    answer).run())
         if index == ABORTED:
@@ -103,7 +103,7 @@ KEPT_SESSIONS = f"""
       AND p.step NOT IN ('withdrawn', 'declined')
       AND p.id NOT IN (SELECT participant_id FROM console_status WHERE status = 'aborted')
       AND p.id NOT IN (SELECT participant_id FROM answers
-                       WHERE item = 'teammate_believed' AND value_text != '{PASSING}')
+                       WHERE item = 'teammate_understood' AND value_text != '{PASSING}')
       AND p.id NOT IN (SELECT m.participant_id FROM measurements m
                        JOIN rounds r ON r.id = m.round_id WHERE r.close_reason = 'recovery')"""
 
@@ -154,12 +154,12 @@ def test_exclusions_state_the_rules_and_their_counts(study):
     assert int(exclusions.loc["recovered-capability", "matched"]) == query(
         database, "SELECT COUNT(DISTINCT m.participant_id) FROM measurements m JOIN rounds r "
                   "ON r.id = m.round_id WHERE r.close_reason = 'recovery'")[0][0] == 1
-    failed = query(database, f"SELECT COUNT(*) FROM answers WHERE item = 'teammate_believed' "
+    failed = query(database, f"SELECT COUNT(*) FROM answers WHERE item = 'teammate_understood' "
                              f"AND value_text != '{PASSING}'")[0][0]
     assert int(exclusions.loc["failed-manipulation-check", "matched"]) == failed == 1
     check = table(tables, "Manipulation check (Manipulation-Check-Teammate)")
     assert check["participants"].astype(int).sum() == query(
-        database, "SELECT COUNT(*) FROM answers WHERE item = 'teammate_believed'")[0][0]
+        database, "SELECT COUNT(*) FROM answers WHERE item = 'teammate_understood'")[0][0]
 
 
 def test_a_never_played_session_is_never_a_zero(study):

@@ -185,7 +185,7 @@ def table(tables: Tables, caption: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=header)
 
 
-PASSING = "Yes, another person"
+PASSING = "A computer agent"  # the demo's manipulation check, passed
 
 
 class InProcessBot:
@@ -193,7 +193,7 @@ class InProcessBot:
     sent straight to the journey, the clock moved instead of waited for."""
 
     def __init__(self, journey: Any, clock: FakeClock, code: str, bot: Bot,
-                 recover_measured: bool = False, check_answer: str = PASSING) -> None:
+                 recover_measured: bool = False, check_answer: str | None = None) -> None:
         self.journey, self.clock, self.code, self.bot = journey, clock, code, bot
         self.recover_measured = recover_measured
         self.check_answer = check_answer
@@ -217,10 +217,13 @@ class InProcessBot:
         return state["step"]
 
     def page_data(self, state: dict[str, Any]) -> dict[str, Any]:
-        """The bot's answers; the manipulation check passed unless told otherwise."""
+        """The bot's answers; the protocol's manipulation check passed unless told
+        otherwise."""
         data = self.bot.page_data(state)
-        if state["step"] == "post":
-            data["answers"]["teammate_believed"] = self.check_answer
+        rules = self.journey.protocol.analysis
+        if state["step"] == "post" and rules.manipulation_check_item:
+            data["answers"][rules.manipulation_check_item] = (
+                self.check_answer or rules.manipulation_check_pass[0])
         return data
 
     def play(self, state: dict[str, Any]) -> None:

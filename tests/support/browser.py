@@ -281,6 +281,19 @@ def reach_the_teammate(you: HumanHands, page: Page, url: str, code: str) -> list
     return [you.play_human_round("practice") for _ in range(4)]
 
 
+def agent_teammate_shown(page: Page) -> dict[str, Any]:
+    """How the page presents the agent teammate of an individual study: the figure drawn
+    (``#agent`` or ``#baker``) and the words, on the teammate page or at its station."""
+    return page.evaluate("""() => {
+      const hello = document.querySelector(".teammate-hello");
+      const station = document.querySelector("#teammate");
+      const node = hello || station;
+      return node && {figure: node.querySelector("use").getAttribute("href"),
+                      words: (hello ? hello.querySelector("p") : station.querySelector("h3"))
+                        .textContent.trim()};
+    }""")
+
+
 def stored(server: LiveServer, sql: str, *params: Any) -> list[sqlite3.Row]:
     db = sqlite3.connect(server.app.extensions["study"].storage.path)
     db.row_factory = sqlite3.Row

@@ -54,6 +54,7 @@ class PageState:
                  "page": pages.page(self.protocol, step, robot, transparency,
                                     team_page, robots),
                  "robot": {"name": robot} if robot else None, "round": None,
+                 "agent_teammate": self.protocol.agent_teammate,
                  "last_round": self._last_round_summary(pid)}
         state.update(pages.status(self.protocol, self.storage, participant))  # type: ignore[arg-type]
         state["end"] = ends.end_of(self.protocol, self.storage, participant,  # type: ignore[arg-type]

@@ -53,7 +53,7 @@ NASH = Algorithm("nash", terms={"nash_p": 0.6, "efficiency": 0.4})
 MAXIMIN = Algorithm("maximin", terms={"egalitarian_c": 0.5, "efficiency": 0.5})
 MAXIMIN_P = Algorithm("maximin_p", terms={"egalitarian_p": 1.0})
 POST_ANSWERS = {"better_consideration": "Robot Pat", "next_time": "Robot Chris", "age": 31,
-                "teammate_believed": "I was not sure", "gender": "Prefer not to say"}
+                "teammate_understood": "I was not sure", "gender": "Prefer not to say"}
 
 
 def declared_protocol(path: Path, text: str | None = None) -> Path:

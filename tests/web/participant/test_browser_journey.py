@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page
-from support.browser import Participant, screenshot_directory
+from support.browser import Participant, agent_teammate_shown, screenshot_directory
 from support.web import LiveServer
 from support.withdrawal import SECRET_ANSWER, assert_nothing_left
 
 from study.protocol.loader import Protocol
+from study.protocol.texts import DEFAULT_TEXTS
 from study.web.participant.rounds import teammate_times
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -46,6 +47,8 @@ def test_a_participant_completes_the_demo_study(server: LiveServer, browser, tmp
                                "06-practice-letters" if n == 3 else None) for n in range(1, 5)]
     you.step("teammate")
     you.shot("07-teammate")
+    assert agent_teammate_shown(page) == {"figure": "#agent", "words": DEFAULT_TEXTS[
+        "teammate_hello"]}  # the demo says its teammate is the agent it is
     you.click("continue")
     for session in (1, 2):
         you.step(f"intro-{session}")
@@ -222,6 +225,8 @@ def test_the_teammate_decorates_to_the_model_and_the_page_lets_one_leave(
             page.reload()
             page.wait_for_selector(".bakery .cookie")
             assert "delivering" not in page.locator("#runner").get_attribute("class")
+        assert agent_teammate_shown(page) == {"figure": "#agent",
+                                              "words": "Agent teammate's station"}
         round_samples = teammate_samples(page)
         times = scheduled(server, round_samples[0]["round"])
         for sample in round_samples:

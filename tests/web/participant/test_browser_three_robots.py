@@ -20,6 +20,7 @@ from playwright.sync_api import Page
 from support.browser import (
     PHONE,
     HumanHands,
+    agent_teammate_shown,
     assert_fits,
     assert_only_slow_refusals,
     reach_the_teammate,
@@ -31,6 +32,7 @@ from support.web import LiveServer, make_app
 
 from study.bots.human import Human
 from study.protocol.loader import load_protocol
+from study.protocol.texts import CONCEALED_AGENT_TEXTS
 from study.web.participant.agent_pool import PoolTeammates
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -127,6 +129,8 @@ def walk(server: LiveServer, page: Page, code: str, phone: bool, shots: Path) ->
     suffix = "-phone" if phone else ""
     reach_the_teammate(you, page, server.url, code)
     you.step("teammate")
+    assert agent_teammate_shown(page) == {  # as the paper's method presents it
+        "figure": "#baker", "words": CONCEALED_AGENT_TEXTS["teammate_hello"]}
     you.click("continue")
     order = sessions_of(server, code)
     for number, condition in enumerate(order, 1):

@@ -21,8 +21,10 @@ SESSION_ANSWERS = {"cap_agree": 6, "cap_rating": 5, "pref_agree": 4, "pref_ratin
 
 
 def three_robot_teams(directory: Path) -> Path:
-    """The three-robot study with a [team] of two people formed by arrival."""
+    """The three-robot study with a [team] of two people formed by arrival (whose pages say
+    which seats are agents, so it conceals none)."""
     text = THREE.read_text(encoding="utf-8").replace('name = "three"', 'name = "three-team"')
+    text = text.replace('agent_teammate = "concealed"\n', "")
     path = directory / "three-team.toml"
     path.write_text(text + TEAM.format(
         seats=json.dumps(["person", "person"]), formation="arrival", team_types="",

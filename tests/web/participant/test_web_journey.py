@@ -51,7 +51,7 @@ def test_the_whole_journey_is_stored_event_by_event(app, clock):
     you.submit("questionnaire-2", {"answers": SESSION_ANSWERS})
     you.submit("post", {"answers": {"better_consideration": "Robot Pat",
                                     "next_time": "Robot Chris", "age": 31,
-                                    "teammate_believed": "I was not sure",
+                                    "teammate_understood": "I was not sure",
                                     "gender": "Prefer not to say"}})
     state = you.submit("debrief", {"consent": True})
     assert state["step"] == "done"

@@ -120,7 +120,7 @@ def test_survey_answers_off_their_scale_or_unknown_are_refused(app, change):
     study.storage.update("participants", study.storage.participant("asker1")["id"],
                          {"step": "post"})  # skip the rounds: only the survey is under test
     valid = {"better_consideration": "No difference", "next_time": "No preference",
-             "teammate_believed": "I was not sure", "age": 30, "gender": "Prefer not to say"}
+             "teammate_understood": "I was not sure", "age": 30, "gender": "Prefer not to say"}
     before = snapshot(app)
     assert_refused(app, tab.submit("post", {"answers": {**valid, **change}}), "invalid-answer")
     assert snapshot(app) == before
