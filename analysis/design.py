@@ -64,6 +64,16 @@ class Item:
     points: int = 7
 
 
+TEAMMATE_PRESENTATION = {
+    "disclosed": "The pages said the teammate was a computer agent (agent_teammate = "
+                 "disclosed). ",
+    "concealed": "The pages presented the agent teammate as a person until the debrief "
+                 "disclosed it (agent_teammate = concealed). ",
+    "undeclared": "The protocol predates agent_teammate: its pages say how the agent "
+                  "teammate was presented. ",
+}
+
+
 @dataclass(frozen=True)
 class Design:
     """The study design from the protocol: what the report labels and tests by."""
@@ -78,12 +88,19 @@ class Design:
     source: str = "no protocol"
     tied_ratings: str = "lowest-index"  # what equal theme ratings led to ([study])
     clipped_capability: str = "continue"  # what a clipped capability led to ([study])
+    # how the pages presented the agent teammate ([study]; None with a [team], whose pages
+    # name every seat; "undeclared" for a protocol written before the key)
+    agent_teammate: str | None = None
 
     @property
     def manipulation_check(self) -> Item | None:
         """The post-study item that checks the cover story, when the protocol names one."""
         wanted = self.rules.manipulation_check_item
         return next((item for item in self.post_items if item.id == wanted), None)
+
+    def teammate_presentation(self) -> str:
+        """What the participants were told of their agent teammate, for the report."""
+        return TEAMMATE_PRESENTATION.get(self.agent_teammate or "", "")
 
     def rounds_label(self) -> str:
         return f"of {self.rounds_per_session}" if self.rounds_per_session else "per session"
@@ -161,7 +178,9 @@ def design_from_text(text: str, source: str) -> Design:
                   post_items=_items(questionnaires.get("post", {}), scales),
                   rules=rules, source=source,
                   tied_ratings=str(study.get("tied_ratings", "lowest-index")),
-                  clipped_capability=clipped)
+                  clipped_capability=clipped,
+                  agent_teammate=(None if "team" in raw
+                                  else str(study.get("agent_teammate", "undeclared"))))
 
 
 def with_clipped_exclusion(rules: AnalysisRules, consequence: str) -> AnalysisRules:

@@ -150,6 +150,7 @@ def _flow_section(study: Study, out: Path) -> Section:
     section = Section("Participant flow and the analysis set", (
         f"{len(study.stages)} participant links; {len(study.analysed.participants)} "
         f"participants in the analysis set, {analysed} collaborative sessions analysed. "
+        f"{study.design.teammate_presentation()}"
         f"{study.design.rules.describe()} Not analysed: {unplayed} sessions never played and "
         f"{partial} left before their last round. {recovered} rounds of the analysed "
         f"sessions were closed on recovery after a crash (their cookies are those recorded "
@@ -858,6 +859,7 @@ def write_report(data: StudyData | Sequence[StudyData], out: Path,
     metadata = dict(study.data.metadata)
     metadata["analysis_rules"] = study.design.rules.__dict__
     metadata["design_source"] = study.design.source
+    metadata["agent_teammate"] = study.design.agent_teammate
     if pool is not None and pool_record is not None:
         sections += pool_sections(pool, pool_record, figure_dir, options, study)
         metadata["report_pool"] = pool_record

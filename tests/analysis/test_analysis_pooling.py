@@ -92,6 +92,18 @@ def test_rules_from_the_protocol_and_defaults(tmp_path):
     assert design.manipulation_passed(choice, ["Yes", "No"], ("No",)) == [False, True]
 
 
+def test_the_report_says_how_the_agent_teammate_was_presented():
+    said = {name: design.study_design({}, design.Path(f"protocols/{name}.toml"))
+            for name in ("demo", "study1", "teams2")}
+    assert said["demo"].teammate_presentation().startswith(
+        "The pages said the teammate was a computer agent")
+    assert "as a person until the debrief" in said["study1"].teammate_presentation()
+    assert said["teams2"].agent_teammate is None  # its team pages name every seat
+    assert said["teams2"].teammate_presentation() == ""
+    older = design.design_from_text('[study]\nname = "x"\nkits = [8, 8]\n', "text")
+    assert "predates agent_teammate" in older.teammate_presentation()
+
+
 def test_stop_points_of_the_bots():
     round_state = {"running": False, "next": 3, "of": 4}
     assert stop_point_reached("session-2", {"step": "session-2"})
