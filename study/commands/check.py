@@ -195,7 +195,11 @@ def _teammate(protocol: Any) -> str:
                 "continue": "the distinct choice, recorded as off target"}[teammate.unplaced]
     tail = f"; a participant it cannot place gets {unplaced}" if teammate.rule == "typed" \
         else ""
-    return f"rule {teammate.rule}: {rule}{tail}"
+    shown = {"disclosed": "the pages say it is a computer agent",
+             "concealed": "the pages present it as a person in the room next door until "
+                          "the debrief discloses it (deception: as an ethics board "
+                          "approved)"}[protocol.agent_teammate]
+    return f"rule {teammate.rule}: {rule}{tail}; {shown}"
 
 
 def _solver(protocol: Any) -> str:

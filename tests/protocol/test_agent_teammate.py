@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support.teams import team_protocol
 
+from study.commands.check import summary
 from study.commands.serve import _print_links
 from study.protocol.loader import ProtocolError, load_protocol, parse_protocol
 from study.protocol.texts import CONCEALED_AGENT_TEXTS, DEFAULT_TEXTS
@@ -94,3 +95,12 @@ def test_serving_a_concealed_agent_says_so_to_the_experimenter(capsys):
     assert "presented as a person" in serve_lines(ROOT / "protocols" / "study1.toml", capsys)
     assert "presented as a person" not in serve_lines(ROOT / "protocols" / "demo.toml",
                                                       capsys)
+
+
+def test_the_check_says_how_the_agent_is_presented():
+    def teammate_line(name: str) -> str:
+        lines = summary(load_protocol(ROOT / "protocols" / f"{name}.toml"))
+        return next(line for line in lines if line.lstrip().startswith("teammate "))
+
+    assert teammate_line("demo").endswith("the pages say it is a computer agent")
+    assert "as a person in the room next door until the debrief" in teammate_line("study1")
