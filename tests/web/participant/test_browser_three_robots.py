@@ -32,7 +32,7 @@ from support.web import LiveServer, make_app
 
 from study.bots.human import Human
 from study.protocol.loader import load_protocol
-from study.protocol.texts import CONCEALED_AGENT_TEXTS
+from study.protocol.texts import CONCEALED_AGENT_TEXTS, DEFAULT_TEXTS
 from study.web.participant.agent_pool import PoolTeammates
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -142,7 +142,12 @@ def walk(server: LiveServer, page: Page, code: str, phone: bool, shots: Path) ->
             page.screenshot(path=str(shots / f"three-robot-intro-3{suffix}.png"),
                             full_page=True)
         you.click("continue")
-        you.play_human_round(f"session-{number}")
+        you.step(f"session-{number}")
+        you.click("start-round")
+        page.wait_for_selector(".bakery .cookie")
+        assert agent_teammate_shown(page) == {"figure": "#baker", "words": (
+            f"{CONCEALED_AGENT_TEXTS['teammate_station']} {DEFAULT_TEXTS['next_room']}")}
+        you.decorate_running_round()
         you.step(f"session-{number}")
         assert you.label() == f"Session {number} of 3"
         you.play_human_round(f"session-{number}")
