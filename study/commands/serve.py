@@ -284,7 +284,7 @@ def _print_links(protocol: Any, database: Path, pool: Path, args: argparse.Names
                 else "a server crash, not a power cut")
     print(f"study {protocol.name}: database {database}, pool {pool.name}, {processes}; "
           f"acknowledged messages survive {survives}")
-    if protocol.team is None and protocol.agent_teammate == "concealed":
+    if protocol.agent_teammate == "concealed":  # refused beside a [team] (study check)
         print("  the agent teammate is presented as a person until the debrief "
               "(agent_teammate = \"concealed\"): run it as your ethics board approved")
     if tls is not None:
