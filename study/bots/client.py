@@ -24,7 +24,7 @@ State = dict[str, Any]
 # The answer to a message the server could not store (a full disk): send it again later.
 STORAGE_UNAVAILABLE = "storage-unavailable"
 # The URL parameter that names the worker process a connection asks for (the balancer's,
-# ``study.web.serving.deploy.ROUTE_PARAMETER``).
+# ``study.web.serving.websockets.ROUTE_PARAMETER``).
 ROUTE_PARAMETER = "route"
 
 

@@ -48,6 +48,7 @@ from study.task.decorator import Decorator
 
 ACK_TIMEOUT = 4.0  # the page's ACK_TIMEOUT_MS: no answer by then, the message is sent again
 LAG_PROBE_SECONDS = 0.1
+DEFLATE_WINDOW_BITS = 15  # aiohttp's permessage-deflate offer, a browser's window
 # Seconds a person spends on a page before answering it (mean; each visit varies).
 HUMAN_PAGE_SECONDS = {"consent": 8.0, "themes": 6.0, "preferences": 6.0, "teammate": 4.0,
                       "intro": 4.0, "questionnaire": 20.0, "post": 15.0, "debrief": 6.0}
@@ -163,8 +164,11 @@ class LightBot:
         async with self.http.get(f"{self.base_url}/p/{self.code}") as page:
             page.raise_for_status()
             await page.read()
+        # Its websocket asks for permessage-deflate, as every browser's does: what the
+        # server grants a page, it grants the bot (``study.web.serving.websockets``).
         sio = socketio.AsyncClient(reconnection=False, http_session=self.http,
-                                   handle_sigint=False)
+                                   handle_sigint=False,
+                                   websocket_extra_options={"compress": DEFLATE_WINDOW_BITS})
         sio.on("state", self._remember)
         sio.on("station", self._station)
         sio.on("disconnect", self._lost)

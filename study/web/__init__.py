@@ -36,7 +36,7 @@ from study.web.participant.admission import MAX_TRANSPORT_BYTES
 from study.web.participant.agent_pool import PoolTeammates
 from study.web.participant.inputs import PacketJSON
 from study.web.participant.journey import Journey
-from study.web.serving import queue, security, unavailable
+from study.web.serving import queue, security, unavailable, websockets
 from study.web.serving.app_class import STATIC, TEMPLATES, StudyFlask
 from study.web.serving.processes import Processes
 from study.web.serving.scheduler import Scheduler
@@ -81,6 +81,7 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
     app.register_blueprint(participant.blueprint)
     console.init_app(app)
     security.init_app(app)
+    websockets.init_app(app)  # a participant page's socket uncompressed
     unavailable.init_app(app)  # a full disk: 503 and a calm page, not 500
     error_pages.init_app(app)  # 404, 500, 503 in the study's language
     recover(journey, processes)

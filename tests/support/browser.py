@@ -294,6 +294,34 @@ def agent_teammate_shown(page: Page) -> dict[str, Any]:
     }""")
 
 
+def websocket_handshakes(page: Page) -> dict[str, dict[str, dict[str, str]]]:
+    """Every websocket the page opens from now on, by URL: the headers Chromium sent and
+    the ones the server answered, names in lower case (from the DevTools protocol)."""
+    seen: dict[str, dict[str, dict[str, str]]] = {}
+    urls: dict[str, str] = {}
+    devtools = page.context.new_cdp_session(page)
+    devtools.send("Network.enable")
+
+    def lower(headers: dict[str, str]) -> dict[str, str]:
+        return {name.lower(): value for name, value in headers.items()}
+
+    def created(event: dict[str, Any]) -> None:
+        urls[event["requestId"]] = event["url"]
+
+    def asked(event: dict[str, Any]) -> None:
+        seen.setdefault(urls[event["requestId"]], {})["sent"] = lower(
+            event["request"]["headers"])
+
+    def answered(event: dict[str, Any]) -> None:
+        seen.setdefault(urls[event["requestId"]], {})["answered"] = lower(
+            event["response"]["headers"])
+
+    devtools.on("Network.webSocketCreated", created)
+    devtools.on("Network.webSocketWillSendHandshakeRequest", asked)
+    devtools.on("Network.webSocketHandshakeResponseReceived", answered)
+    return seen
+
+
 def stored(server: LiveServer, sql: str, *params: Any) -> list[sqlite3.Row]:
     db = sqlite3.connect(server.app.extensions["study"].storage.path)
     db.row_factory = sqlite3.Row

@@ -33,6 +33,7 @@ from study.protocol.loader import load_protocol
 from study.web.serving import queue
 from study.web.serving.collector import ShortCollections
 from study.web.serving.unavailable import balancer_error_files
+from study.web.serving.websockets import ROUTE_PARAMETER
 
 # Connections one gevent worker accepts (gunicorn's default is 1,000).
 WORKER_CONNECTIONS = 10_000
@@ -43,8 +44,6 @@ PORT_RANGE = range(20000, 21000)
 # A line of a child's output that names why it failed: a Python exception, HAProxy's alert,
 # a port taken by another program.
 CAUSE = re.compile(r"^[\w.]*(Error|Exception)\b|\[ALERT\]|Address already in use")
-# The URL parameter that routes a Socket.IO connection to a worker (``haproxy_config``).
-ROUTE_PARAMETER = "route"
 # How long a browser that saw the study over HTTPS refuses plain HTTP to it: a year, for
 # this host only (``includeSubDomains`` would bind an institution's other sites too).
 HSTS = "max-age=31536000"

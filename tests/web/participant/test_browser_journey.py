@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page
-from support.browser import Participant, agent_teammate_shown, screenshot_directory
+from support.browser import (
+    Participant,
+    agent_teammate_shown,
+    screenshot_directory,
+    websocket_handshakes,
+)
 from support.web import LiveServer
 from support.withdrawal import SECRET_ANSWER, assert_nothing_left
 
@@ -39,6 +44,7 @@ def script_errors(page: Page) -> list[str]:
 def test_a_participant_completes_the_demo_study(server: LiveServer, browser, tmp_path: Path):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors = script_errors(page)
+    sockets = websocket_handshakes(page)
     you = Participant(page, screenshot_directory(tmp_path))
     page.goto(f"{server.url}/p/browser-1?PROLIFIC_PID=pp-77&STUDY_ID=st-3")
     you.reach_practice({"ravens": 6, "steelers": 2}, shots=True)
@@ -71,8 +77,18 @@ def test_a_participant_completes_the_demo_study(server: LiveServer, browser, tmp
     you.shot("18-done")
     page.close()
     assert errors == []
+    assert_plain_frames(sockets)
     study = server.app.extensions["study"]
     check_database(Path(study.storage.path), practice, study.protocol)
+
+
+def assert_plain_frames(sockets: dict[str, dict[str, dict[str, str]]]) -> None:
+    """Chromium asked the page's websocket for permessage-deflate and the server granted
+    none (``study.web.serving.websockets``)."""
+    assert sockets and all("route=browser-1" in url for url in sockets), sockets
+    for handshake in sockets.values():
+        assert "permessage-deflate" in handshake["sent"]["sec-websocket-extensions"]
+        assert "sec-websocket-extensions" not in handshake["answered"], handshake
 
 
 def check_database(path: Path, practice_rounds: list[int], protocol: Protocol) -> None:
