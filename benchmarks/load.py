@@ -1,4 +1,4 @@
-"""Load: 1, 2 and 4 server processes against 250, 500 and 1,000 participants at once, on
+r"""Load: 1, 2 and 4 server processes against 250, 500 and 1,000 participants at once, on
 this machine, bots included.
 
     python -m benchmarks.load            # the whole matrix (about 40 minutes)
@@ -48,7 +48,7 @@ process costs of its own.
 
 Several ``--protocol`` run in every configuration, one after the other; each one's ack p95
 is also given over the first's. Real teams of three against agent teammates (their lobby
-and practice take about 200 s before the window opens; docs/teams.md)::
+and practice take about 200 s before the window opens; docs/capacity.md)::
 
     python -m benchmarks.load --protocol protocols/demo.toml protocols/teams3.toml \
         --workers 1,2 --participants 1000 --fast-workers '' --durability normal --settle 200

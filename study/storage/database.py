@@ -31,7 +31,7 @@ BATCH_LIMIT = 16
 # How long a batch's first event waits for others to join its commit (under gevent, or with
 # events queued behind it). A commit writes each page it changed once, however many events
 # changed it (the tables' last pages, the log's header), so events sharing one cost less
-# than events committing alone; at 1,000 people the wait paid for itself (docs/teams.md).
+# than events committing alone; at 1,000 people the wait paid for itself (docs/capacity.md).
 # Where processes share the file, the wait comes before the write lock is taken, not while
 # it is held: the others would wait for it (``Storage.shared_file``).
 COMMIT_WINDOW_SECONDS = 0.002
@@ -287,7 +287,7 @@ class Storage:
         # Seconds this process held the write lock (from ``BEGIN IMMEDIATE`` to the end of
         # the transaction): the processes' holds together cannot pass the wall clock, so
         # their sum says how near a study is to its one writer's limit (the heartbeat
-        # records it; docs/study-day.md, Sizing a server).
+        # records it; docs/capacity.md, Sizing a server).
         self.lock_held = 0.0
         self._queue_lock = threading.Lock()
         self.commit_window = COMMIT_WINDOW_SECONDS
