@@ -37,14 +37,16 @@ def anchors(document: Path) -> set[str]:
     return found
 
 
-def broken_links(document: Path) -> list[str]:
+def broken_links(document: Path, root: Path = ROOT) -> list[str]:
     broken = []
     for target in LINK.findall(FENCED.sub("", document.read_text())):
         if re.match(r"[a-z]+:", target):  # https:, mailto:
             continue
         path, _, fragment = target.partition("#")
         destination = (document.parent / path).resolve() if path else document
-        if not destination.exists():
+        if not destination.is_relative_to(root):  # there on this machine, not in a clone
+            broken.append(f"{target}: outside the project")
+        elif not destination.exists():
             broken.append(f"{target}: no such file")
         elif fragment and destination.suffix == ".md" and fragment not in anchors(destination):
             broken.append(f"{target}: no such heading")
@@ -69,7 +71,17 @@ def test_a_broken_link_is_found(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("[ok](there.md#sizing-a-server-people-per-core) [gone](there.md#sizing) "
                     "[lost](nowhere.md)\n```sh\n[ignored](code.md)\n```\n")
-    assert broken_links(page) == ["there.md#sizing: no such heading", "nowhere.md: no such file"]
+    assert broken_links(page, tmp_path) == ["there.md#sizing: no such heading",
+                                            "nowhere.md: no such file"]
+
+
+def test_a_link_out_of_the_project_is_broken_even_where_it_resolves(tmp_path):
+    (tmp_path / "shared.md").write_text("# Beside the project\n")
+    docs = tmp_path / "project" / "docs"
+    docs.mkdir(parents=True)
+    (docs / "page.md").write_text("[beside](../../shared.md)\n")
+    assert broken_links(docs / "page.md", tmp_path / "project") == [
+        "../../shared.md: outside the project"]
 
 
 def test_a_missing_path_is_found(tmp_path):
