@@ -1,5 +1,6 @@
-"""CPU time a server's processes and the whole machine used in a benchmark's window, and
-the time the server's processes waited for one another's write lock in it, and held it."""
+"""CPU time a server's processes and the whole machine used in a benchmark's window, the
+time the server's processes waited for one another's write lock in it, and held it, and
+the memory they held at its end."""
 
 from __future__ import annotations
 
@@ -30,6 +31,20 @@ def used_so_far(group: int) -> tuple[Counter[str], float]:
     return server, sum(machine) - machine.idle - getattr(machine, "iowait", 0.0)
 
 
+def largest_resident_mb(group: int) -> dict[str, float]:
+    """The resident memory of the largest process of each program of ``group``, in MB (a
+    worker: what a server needs a worker, beside the master that forked it)."""
+    largest: dict[str, float] = {}
+    for process in psutil.process_iter(["name"]):
+        try:
+            if os.getpgid(process.pid) == group:
+                name = process.info["name"] or "?"
+                largest[name] = max(largest.get(name, 0.0), process.memory_info().rss / 1e6)
+        except (psutil.Error, ProcessLookupError):
+            continue
+    return largest
+
+
 def lock_times_so_far(database: Path) -> tuple[float, float]:
     """Seconds the live server processes of ``database`` waited for another's write lock,
     and held it, as their last heartbeats recorded (``processes.lock_wait``,
@@ -51,6 +66,7 @@ class CpuWindow:
                  database: Path | None = None) -> None:
         self.samples: list[tuple[Counter[str], float]] = []
         self.lock_samples: list[tuple[float, float]] = []
+        self.memory_mb: dict[str, float] = {}  # at the window's end, by program
         self._thread = threading.Thread(target=self._sample,
                                         args=(group, database, (start, end)), daemon=True)
         self._thread.start()
@@ -62,6 +78,7 @@ class CpuWindow:
             self.samples.append(used_so_far(group))
             if database is not None:
                 self.lock_samples.append(lock_times_so_far(database))
+        self.memory_mb = largest_resident_mb(group)
 
     def lock_times(self) -> tuple[float, float]:
         """Seconds the server's processes waited for one another's write lock, and held

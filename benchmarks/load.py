@@ -128,6 +128,8 @@ class Row:
     # share of the window the workers together held the write lock (at most 1)
     lock_held_share: float = float("nan")
     console: str = ""  # the console's live views open in the run (``--console``)
+    # the largest process of each program's resident memory at the window's end, MB
+    memory_mb: dict[str, float] = field(default_factory=dict)
 
     def people_per_core(self) -> float:
         """Participants one core carries at this row's CPU per message and mix, fully
@@ -155,7 +157,14 @@ class Row:
                 f"together {self.lock_held_share:.1%} of the window, waiting for another "
                 f"worker's {self.lock_wait_share:.1%} of a worker's time, "
                 f"resent after a timeout {t.resent}, reconnects "
-                f"{t.reconnects}, refused: {refused}{self.console}")
+                f"{t.reconnects}, refused: {refused}{self.memory()}{self.console}")
+
+    def memory(self) -> str:
+        if not self.memory_mb:
+            return ""
+        largest = ", ".join(f"{name} {mb:,.0f} MB" for name, mb in
+                            sorted(self.memory_mb.items(), key=lambda item: -item[1]))
+        return f", resident at the window's end (the largest process of each): {largest}"
 
     def workers_cpu_ms(self) -> float:
         """The study's workers' CPU a message, without the balancer and the queue."""
@@ -252,7 +261,7 @@ def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row
     finally:
         server.stop()
     row = summarise(config, plan, report, cpu.used(), cpu.lock_times(), db, server.output())
-    return replace(row, console=viewers.summary())
+    return replace(row, console=viewers.summary(), memory_mb=cpu.memory_mb)
 
 
 def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,

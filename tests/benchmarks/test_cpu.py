@@ -6,6 +6,8 @@ import math
 import os
 import time
 
+import psutil
+
 from benchmarks import cpu
 from study.storage.database import Storage
 
@@ -30,3 +32,10 @@ def test_the_window_gives_what_was_waited_and_held_between_its_two_samples(tmp_p
     server, _ = window.used()
     assert server  # this test's own process group used some CPU
     assert window.lock_times() == (0.5, 0.75)
+
+
+def test_the_largest_process_of_each_program_gives_its_resident_memory():
+    memory = cpu.largest_resident_mb(os.getpgid(0))  # this test's own process group
+    assert memory and all(mb > 1 for mb in memory.values())
+    assert max(memory.values()) >= psutil.Process().memory_info().rss / 1e6
+    assert cpu.largest_resident_mb(-1) == {}  # no such group

@@ -30,6 +30,15 @@ def test_a_row_fills_every_column_of_the_table_with_the_write_lock_held():
     held = HEADER.splitlines()[0].split(" | ").index("write lock held")
     assert cells[held] == "50%"
     assert "held by the workers together 50.0% of the window" in row.details()
+    assert "resident" not in row.details()  # not sampled
+
+
+def test_a_row_gives_each_programs_largest_process_memory():
+    row = Row(Config("human", TEAMS3, 2, 1000, "normal"), np.array([3.0, 14.0, 27.0]), 1300,
+              np.array([5.0, 35.0]), 1400, 1090.0, 0.9, 0.4, 0.2, 0.6, 2.0, 0, 0, Tally(),
+              memory_mb={"haproxy": 12.4, "python": 258.3, "redis-server": 9.0})
+    assert row.details().endswith("resident at the window's end (the largest process of "
+                                  "each): python 258 MB, haproxy 12 MB, redis-server 9 MB")
 
 
 def test_the_same_load_adds_one_worker_at_each_workers_share_before_it_once():
