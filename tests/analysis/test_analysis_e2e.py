@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from support.analysis import PASSING, InProcessBot, Tables, table
+from support.analysis import PASSING, InProcessBot, read_report, table
+from support.once import built_once
 from support.web import DEMO, FakeClock, make_app, small_pool
 
 from analysis import cli
@@ -47,9 +48,8 @@ def fast_demo(directory: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    root = tmp_path_factory.mktemp("e2e")
+def run_demo(root: Path) -> None:
+    """The study in-process, its database and its report in ``root``."""
     protocol = fast_demo(root)
     clock = FakeClock()
     app = make_app(root, small_pool(root / "pools"), clock, protocol=protocol)
@@ -81,9 +81,12 @@ def study(tmp_path_factory):
     out = root / "out"
     assert cli.main(["report", str(database), "--pool", pool, "--out", str(out),
                      "--sweep-teams", "2000", "--order-sample", "10"]) == 0
-    parser = Tables()
-    parser.feed((out / "report.html").read_text())
-    return database, parser
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    root = built_once(tmp_path_factory, "e2e", run_demo)
+    return root / "study.sqlite", read_report(root / "out")[0]
 
 
 def query(database, sql):

@@ -3,18 +3,19 @@ built by study.pool; the report's numbers are checked against the database direc
 
 import re
 import sqlite3
+from pathlib import Path
 
 import pandas as pd
 import pytest
-from support.analysis import Tables, make_database, table
+from support.analysis import make_database, read_report, table
+from support.once import built_once
 
 from analysis import cli
 from study.pool import PoolSpec, build_pool
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("report")
+def run_report(root: Path) -> None:
+    """A database, a pool and the report on both, in ``root``."""
     database = make_database(root / "study.sqlite")
     spec = PoolSpec.from_dict({"teams": 3000, "seed": 5, "fea": {
         "w": 0.7, "bounds": [0.0, 1.5], "bounds_source": "test"}}, name="small")
@@ -23,9 +24,12 @@ def built(tmp_path_factory):
     assert cli.main(["report", str(database), "--pool", str(pool), "--out", str(out),
                      "--sweep-teams", "1500", "--order-sample", "15",
                      "--weights", "0,0.7,1"]) == 0
-    parser = Tables()
-    parser.feed((out / "report.html").read_text())
-    return database, out, parser
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = built_once(tmp_path_factory, "report", run_report)
+    return root / "study.sqlite", root / "out", read_report(root / "out")[0]
 
 
 def query(database, sql):

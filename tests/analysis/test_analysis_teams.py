@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from support.analysis import Tables, make_database, run_study, table
+from support.analysis import Tables, make_database, read_report, run_study, table
+from support.once import built_once
 from support.web import DEMO
 
 from analysis import cli, teams
@@ -54,10 +55,7 @@ def protocol_copy(directory: Path, unplaced: str, exclude: list[str]) -> Path:
 def report(database: Path, out: Path, protocol: Path | None = None) -> tuple[Tables, str]:
     extra = ["--protocol", str(protocol)] if protocol else []
     assert cli.main(["report", str(database), "--out", str(out), *extra]) == 0
-    page = (out / "report.html").read_text()
-    parser = Tables()
-    parser.feed(page)
-    return parser, page
+    return read_report(out)
 
 
 def query(database: Path, sql: str) -> list[tuple]:
@@ -69,23 +67,31 @@ def count(database: Path, sql: str) -> int:
     return int(query(database, sql)[0][0])
 
 
-@pytest.fixture(scope="module")
-def off_target(tmp_path_factory):
+def run_off_target(root: Path) -> None:
     """A study that lets the unplaced continue, its report with every participant and its
     report under ``exclude = ["aborted", "not-target-team"]`` (the protocol's own)."""
-    root = tmp_path_factory.mktemp("teams")
     database = run_study(root, PROFILES,
                          protocol_copy(root, "continue", ["aborted", "not-target-team"]))
-    everyone = report(database, root / "everyone", protocol_copy(root, "continue", ["aborted"]))
-    excluded = report(database, root / "excluded")
-    return database, root, everyone, excluded
+    report(database, root / "everyone", protocol_copy(root, "continue", ["aborted"]))
+    report(database, root / "excluded")
+
+
+@pytest.fixture(scope="module")
+def off_target(tmp_path_factory):
+    root = built_once(tmp_path_factory, "teams-off-target", run_off_target)
+    return (root / "study.sqlite", root, read_report(root / "everyone"),
+            read_report(root / "excluded"))
+
+
+def run_unmatched(root: Path) -> None:
+    """A study that sends the unplaced to the unmatched page, and its report."""
+    report(run_study(root, PROFILES, protocol_copy(root, "unmatched", ["aborted"])), root / "out")
 
 
 @pytest.fixture(scope="module")
 def unmatched(tmp_path_factory):
-    root = tmp_path_factory.mktemp("unmatched")
-    database = run_study(root, PROFILES, protocol_copy(root, "unmatched", ["aborted"]))
-    return database, report(database, root / "out")
+    root = built_once(tmp_path_factory, "teams-unmatched", run_unmatched)
+    return root / "study.sqlite", read_report(root / "out")
 
 
 def test_the_study_places_people_in_and_off_the_target_team(off_target):

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from statsmodels.stats.multitest import multipletests
-from support.analysis import InProcessBot, Tables, table
+from support.analysis import InProcessBot, Tables, read_report, table
+from support.once import built_once
 from support.protocols import THREE
 from support.web import FakeClock, make_app, small_pool
 
@@ -25,9 +26,8 @@ FINISHING = 12  # two participants in each of the six orders
 ROBOTS = ("efficient", "fair", "fea")
 
 
-@pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    root = tmp_path_factory.mktemp("three")
+def run_three_robots(root: Path) -> None:
+    """The study in-process, its database and its report in ``root``."""
     clock = FakeClock()
     pool = small_pool(root / "pools", teammate={"unplaced": "continue"})
     app = make_app(root, pool, clock, protocol=THREE)
@@ -45,9 +45,12 @@ def study(tmp_path_factory):
     out = root / "out"
     assert cli.main(["report", str(database), "--pool", pool.name, "--out", str(out),
                      "--sweep-teams", "2000", "--order-sample", "10"]) == 0
-    parser = Tables()
-    parser.feed((out / "report.html").read_text(encoding="utf-8"))
-    return database, parser, out
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    root = built_once(tmp_path_factory, "three-robots", run_three_robots)
+    return root / "study.sqlite", read_report(root / "out")[0], root / "out"
 
 
 def query(database: Path, sql: str) -> list[tuple]:

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from support.analysis import Tables, run_study, table
+from support.analysis import Tables, read_report, run_study, table
+from support.once import built_once
 from support.web import DEMO
 
 from analysis import cli, teams, ties
@@ -95,10 +96,7 @@ def protocol_copy(directory: Path, rule: str) -> Path:
 
 def report(database: Path, out: Path) -> tuple[Tables, str]:
     assert cli.main(["report", str(database), "--out", str(out)]) == 0
-    page = (out / "report.html").read_text()
-    parser = Tables()
-    parser.feed(page)
-    return parser, page
+    return read_report(out)
 
 
 def tied_in_sql(database: Path, where: str = "") -> int:
@@ -112,11 +110,15 @@ def tied_in_sql(database: Path, where: str = "") -> int:
             WHERE s.value = l.value {where}""").fetchone()[0]
 
 
+def run_lowest_index(root: Path) -> None:
+    """A study that breaks tied ratings by the lowest index, and its report."""
+    report(run_study(root, PROFILES, protocol_copy(root, "lowest-index")), root / "out")
+
+
 @pytest.fixture(scope="module")
 def lowest_index(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ties")
-    database = run_study(root, PROFILES, protocol_copy(root, "lowest-index"))
-    return database, report(database, root / "out")
+    root = built_once(tmp_path_factory, "ties-lowest-index", run_lowest_index)
+    return root / "study.sqlite", read_report(root / "out")
 
 
 @pytest.mark.slow

@@ -7,10 +7,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from support.web import make_app
+from support.web import DEMO, make_app
 
 from study.exports.bonus import RECORD_SCHEMA as BONUS_SCHEMA
 from study.storage.database import SCHEMA, SERVER_SCHEMA, TEAM_SCHEMA, Storage
+from study.web import create_app
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "database.md"
 
@@ -48,10 +49,16 @@ def test_an_unknown_durability_is_refused_with_the_choices(tmp_path):
         Storage(tmp_path / "study.sqlite", durability="none")
 
 
-def test_the_app_passes_its_durability_to_the_database(tmp_path, teammates, clock):
-    app = make_app(tmp_path, teammates, clock, DURABILITY="normal")
-    storage = app.extensions["study"].storage
-    assert storage.wal_sync is None
+@pytest.mark.parametrize("durability", ["full", "normal"])
+def test_the_app_passes_its_durability_to_the_database(tmp_path, teammates, clock, durability):
+    app = make_app(tmp_path, teammates, clock, DURABILITY=durability)
+    assert (app.extensions["study"].storage.wal_sync is None) == (durability == "normal")
+
+
+def test_an_app_told_nothing_has_full_durability(tmp_path, teammates, clock):
+    app = create_app({"PROTOCOL": DEMO, "DATABASE": tmp_path / "study.sqlite",
+                      "TEAMMATES": teammates, "CLOCK": clock, "SCHEDULER": False})
+    assert app.extensions["study"].storage.wal_sync is not None
 
 
 def test_an_event_is_committed_at_once_and_visible_to_another_connection(storage):

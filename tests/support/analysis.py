@@ -180,6 +180,14 @@ class Tables(HTMLParser):
             self.cell.append(data)
 
 
+def read_report(out: Path) -> tuple[Tables, str]:
+    """The tables of the report in ``out``, and its page."""
+    page = (out / "report.html").read_text(encoding="utf-8")
+    parser = Tables()
+    parser.feed(page)
+    return parser, page
+
+
 def table(tables: Tables, caption: str) -> pd.DataFrame:
     header, *rows = tables.tables[caption]
     return pd.DataFrame(rows, columns=header)

@@ -92,8 +92,9 @@ class HumanJourneys:
     def __init__(self, protocol_path: Path, directory: Path, pools: Path,
                  teammates: Any = None) -> None:
         self.protocol = load_protocol(protocol_path)
-        self.storage = Storage(directory / f"{self.protocol.name}.sqlite")
-        self.storage.db.execute("PRAGMA synchronous=OFF")  # a simulation, not a study
+        # A simulation, not a study: nothing waits for the disk.
+        self.storage = Storage(directory / f"{self.protocol.name}.sqlite", durability="normal")
+        self.storage.db.execute("PRAGMA synchronous=OFF")
         self.clock = Clock()
         self.teammates = teammates or PoolTeammates.for_protocol(self.protocol, pools)
         self.journey = Journey(self.protocol, self.storage, self.teammates, self.clock)

@@ -63,9 +63,12 @@ def page_socket(app: Any, code: str, browser: Any = None) -> tuple[Any, Any]:
 
 def make_app(tmp_path: Path, teammates: PoolTeammates, clock: FakeClock,
              protocol: Path = DEMO, **config: Any) -> Any:
+    """The study in-process, where the journey is tested: under normal durability unless
+    told otherwise (what an acknowledged event survives, full durability's sync of the log,
+    is tested in tests/storage and by the served studies)."""
     return create_app({"PROTOCOL": protocol, "DATABASE": tmp_path / "study.sqlite",
                        "TEAMMATES": teammates, "CLOCK": clock, "SCHEDULER": False,
-                       **config})
+                       "DURABILITY": "normal", **config})
 
 
 class LiveServer:
