@@ -131,16 +131,20 @@ class Rounds:
     def _running_round_of(self, participant: dict[str, Any], payload: dict[str, Any],
                           now: float, event: str) -> tuple[dict[str, Any], Any]:
         """The participant's running round a cookie or a placed element is for, and the
-        content sent: refused unless the round is theirs and still running at ``now``."""
+        content sent: refused unless the round is theirs and still running at ``now``. A
+        message for their round that ends a stage, arriving once it closed and moved them
+        on, is late for its round like any other, not out of order."""
         round_id, content = whole(payload.get("round_id"), "round_id"), payload.get("content")
         if content is None:
             raise Rejected("malformed", f"{event} needs round_id (whole number) and content")
         row = self.storage.one("SELECT * FROM rounds WHERE id = ? AND participant_id = ?",
                                (round_id, participant["id"]))
-        if row is None or participant["step"] not in ROUND_STEPS:
+        if row is None:
             raise Rejected("out-of-order", f"round {round_id} is not this participant's")
         if row["closed_at"] is not None or now > row["deadline"]:
             raise Rejected("round-closed", f"round {round_id} ended at {row['deadline']:.3f}")
+        if participant["step"] not in ROUND_STEPS:
+            raise Rejected("out-of-order", f"no rounds at step {participant['step']}")
         return row, content
 
     def cookie(self, participant: dict[str, Any], payload: dict[str, Any], now: float) -> None:

@@ -22,6 +22,7 @@ from support.web import STUDY2, journey, make_app, msg, rows, small_pool
 
 from study.storage.database import SERVER_SCHEMA
 from study.task.cookies import letters_of
+from study.web.participant.pages import ROUND_STEPS
 
 
 def db(app: Any) -> Any:
@@ -117,6 +118,24 @@ def test_a_cookie_after_the_deadline_is_refused(app, clock):
     assert reply["reason"] == "round-closed"
     assert reply["state"]["round"]["id"] == round_state["id"]  # for the page to redraw
     assert rows(app, "SELECT count(*) AS n FROM cookies")[0]["n"] == 0
+
+
+def test_a_cookie_for_the_last_practice_round_arriving_after_it_closed_is_late(app, clock):
+    """Its round's close moved the participant on: the cookie is still late for its round
+    (what the page explains), not out of order (a message the page should not have sent)."""
+    you = Browser(app, "late-3")
+    through_preferences(you)
+    play_practice(you, clock, app, cookies=0)
+    last = rows(app, "SELECT * FROM rounds ORDER BY id DESC LIMIT 1")[0]
+    (moved_on,) = {row["step"] for row in rows(app, "SELECT step FROM participants")}
+    assert last["closed_at"] is not None and moved_on not in ROUND_STEPS
+    reply = you.send("cookie", {"round_id": last["id"], "content": "LATE"})
+    assert reply["reason"] == "round-closed"
+    assert reply["state"]["step"] == moved_on
+    assert [row["reason"] for row in rows(app, "SELECT reason FROM rejections")] == [
+        "round-closed"]
+    stranger = you.send("cookie", {"round_id": last["id"] + 1, "content": "LATE"})
+    assert stranger["reason"] == "out-of-order"
 
 
 def test_a_placed_element_after_the_deadline_is_refused_with_the_state(app, clock):
