@@ -290,7 +290,6 @@ class Storage:
         # records it; docs/capacity.md, Sizing a server).
         self.lock_held = 0.0
         self._queue_lock = threading.Lock()
-        self.commit_window = COMMIT_WINDOW_SECONDS
         # Whether other processes write the file too (``_gather``); then the first event of
         # a commit waits before it takes the write lock, and the others wait for it.
         self.shared_file = False
@@ -414,8 +413,8 @@ class Storage:
         others intact, and the first commits for all once they are in. A process waiting
         for another's write lock thus commits what piled up in one fsync rather than one
         each. Under gevent nothing queues (a greenlet runs until it waits), so the first
-        event waits ``commit_window`` before committing: the events of every participant
-        whose message is ready to run, or arrives meanwhile, join it, up to
+        event waits ``COMMIT_WINDOW_SECONDS`` before committing: the events of every
+        participant whose message is ready to run, or arrives meanwhile, join it, up to
         ``BATCH_LIMIT``, and a busy process commits once for many messages instead of once
         each; where processes share the file, that wait comes before the lock
         (``_gather``). Nested events are savepoints of their outer event."""
@@ -443,7 +442,7 @@ class Storage:
             self.lock.release()
         if leads and not batch.committed.is_set():
             # The events ready meanwhile (or gathered before the lock) join this commit.
-            time.sleep(0 if self.shared_file else self.commit_window)
+            time.sleep(0 if self.shared_file else COMMIT_WINDOW_SECONDS)
             with self.lock:
                 if not batch.committed.is_set():  # unless it filled up and was committed
                     self._commit(batch)
@@ -455,7 +454,7 @@ class Storage:
 
     def _gather(self) -> None:
         """Where processes share the file, the first event of a commit waits
-        ``commit_window`` before it takes the write lock, and the events that arrive
+        ``COMMIT_WINDOW_SECONDS`` before it takes the write lock, and the events that arrive
         meanwhile wait for it, then join its commit: the events share one commit as where a
         process writes alone, and no process waits for a lock held idle. Nested events and
         events joining an open batch go on at once."""
@@ -466,7 +465,7 @@ class Storage:
             return
         gathering = self._gathering = threading.Event()
         try:
-            time.sleep(self.commit_window)
+            time.sleep(COMMIT_WINDOW_SECONDS)
         finally:
             self._gathering = None
             gathering.set()

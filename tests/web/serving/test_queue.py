@@ -16,7 +16,6 @@ import time
 import redis
 from support.web import FakeClock, make_app
 
-from study.storage.database import COMMIT_WINDOW_SECONDS
 from study.web.serving import queue
 
 BURST = 300  # more than redis-py's default pool of 100 connections
@@ -59,4 +58,3 @@ def test_only_a_process_alone_holds_its_commit_open_for_more_events(tmp_path, re
     shared = make_app(tmp_path / "shared", teammates, FakeClock(), MESSAGE_QUEUE=redis_url)
     assert not alone.extensions["study"].storage.shared_file
     assert shared.extensions["study"].storage.shared_file
-    assert shared.extensions["study"].storage.commit_window == COMMIT_WINDOW_SECONDS > 0
