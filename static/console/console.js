@@ -300,7 +300,7 @@ function teamsPanel() {
 }
 
 // Participants whose study ended: counted in every snapshot, their rows read a page at a
-// time (newest first) when the experimenter opens the list, so the live view stays the
+// time (the latest to end first) when the experimenter opens the list, so the live view stays the
 // size of the study now.
 const finishedPanel = document.getElementById("finished");
 const finished = {rows: [], more: false};

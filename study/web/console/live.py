@@ -61,13 +61,27 @@ def snapshot(storage: Any, now: float, connected: Callable[[str], int],
             "calibration": calibration}
 
 
+# When a participant's study ended: the latest time on record of them, their last step's
+# (a declined consent or a withdrawal erases the steps and keeps its own time).
+ENDED = ("max(coalesce((SELECT max(at) FROM steps WHERE participant_id = participants.id), 0), "
+         "coalesce(withdrawn_at, 0), coalesce(consent_at, 0), created_at)")
+
+
 def finished_page(storage: Any, connected: Callable[[str], int],
                   before: int | None = None) -> dict[str, Any]:
-    """Participants whose study ended, newest first, ``PAGE`` at a time below the id
-    ``before``: ``{"participants": [...], "more": bool}``."""
-    participants = storage.all(
-        f"SELECT * FROM participants WHERE NOT ({TAKING_PART}) AND id < ? "
-        "ORDER BY id DESC LIMIT ?", (LAST_ID if before is None else before, PAGE + 1))
+    """Participants whose study ended, the latest to end first (who just finished is on
+    top, whenever they began), ``PAGE`` at a time after the participant ``before``:
+    ``{"participants": [...], "more": bool}``. An id that names no participant whose
+    study ended continues nothing: its page is empty."""
+    ended = f"SELECT *, {ENDED} AS ended_at FROM participants WHERE NOT ({TAKING_PART})"
+    if before is None:
+        participants = storage.all(f"{ended} ORDER BY ended_at DESC, id DESC LIMIT ?",
+                                   (PAGE + 1,))
+    else:
+        participants = storage.all(
+            f"WITH ended AS ({ended}) SELECT * FROM ended WHERE (ended_at, id) < "
+            "(SELECT ended_at, id FROM ended WHERE id = ?) "
+            "ORDER BY ended_at DESC, id DESC LIMIT ?", (before, PAGE + 1))
     return {"participants": participant_rows(storage, participants[:PAGE], connected),
             "more": len(participants) > PAGE}
 

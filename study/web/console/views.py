@@ -170,7 +170,8 @@ def live_json() -> Response:
 @blueprint.get("/finished.json")
 @auth.console_required
 def finished_json() -> Response:
-    """Participants whose study ended, a page at a time, newest first (``?before=ID``)."""
+    """Participants whose study ended, a page at a time, the latest to end first
+    (``?before=ID``: after that participant)."""
     before = request.args.get("before", type=int)
     if before is not None:
         before = min(max(before, 0), live.LAST_ID)  # an id SQLite can compare

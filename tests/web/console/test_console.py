@@ -351,10 +351,14 @@ def test_the_live_view_is_the_size_of_the_study_now(app):
 
 
 def test_participants_whose_study_ended_are_read_a_page_at_a_time(app, monkeypatch):
+    """The latest to end come first, whenever they began: who just finished is on top."""
     monkeypatch.setattr(live, "PAGE", 2)
     for n in range(5):
-        decline(app, f"gone-{n}")
+        journey(app).enrol(f"gone-{n}")
     participant_at_practice(app, "still-here")
+    for n in (2, 0, 4, 1, 3):
+        journey(app).clock.advance(60)
+        consent(app, f"gone-{n}", agree=False)
     client, _ = logged_in(app)
     pages, query = [], ""
     while True:
@@ -363,9 +367,10 @@ def test_participants_whose_study_ended_are_read_a_page_at_a_time(app, monkeypat
         if not page["more"]:
             break
         query = f"?before={page['participants'][-1]['id']}"
-    assert pages == [["gone-4", "gone-3"], ["gone-2", "gone-1"], ["gone-0"]]
-    newest = ["gone-4", "gone-3"]
-    for before, codes in (("abc", newest), ("-5", []), ("9" * 30, newest)):
+    assert pages == [["gone-3", "gone-1"], ["gone-4", "gone-0"], ["gone-2"]]
+    taking_part = journey(app).storage.participant("still-here")["id"]
+    for before, codes in (("abc", ["gone-3", "gone-1"]), ("-5", []), ("9" * 30, []),
+                          (str(taking_part), [])):
         reply = client.get(f"/console/finished.json?before={before}")
         assert reply.status_code == 200
         assert [row["code"] for row in reply.get_json()["participants"]] == codes
