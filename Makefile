@@ -42,7 +42,7 @@ lint: $(STAMP)
 # person's pace, mostly waiting on the round clock, and every other test, at a lower CPU
 # priority (nice) so a busy machine never makes a person's round clock outrun the person.
 # The browser run's output follows the other's; the exit code fails if either failed.
-BROWSER_PROCESSES ?= 6
+BROWSER_PROCESSES ?= 4
 TEST_PROCESSES ?= 4
 BROWSER_LOG := var/browser-tests.log
 
