@@ -18,7 +18,7 @@ and the clients split evenly over them: what N processes sharing one SQLite file
 this stack and machine, without a balancer or a queue. A writer that finds the file locked
 by another process waits without holding up its event loop.
 
-Its clients are ``--participants`` Socket.IO connections (asyncio, in one or two processes,
+Its clients are ``--participants`` Socket.IO connections (uvloop, in one or two processes,
 as the light bots) that send progress and cookie messages at random moments, at
 ``--progress-rate`` and ``--cookie-rate`` a second each: ``benchmarks.load --floor`` gives
 them the rates its study's bots sent in their window. Reported: cookie ack p50/p95/p99,
@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import uvloop
 
 from benchmarks.cpu import CpuWindow
 from study.bots.servers import free_port, wait_healthy
@@ -248,7 +249,7 @@ async def _clients(traffic: Traffic, numbers: range, seed: int) -> Seen:
 
 
 def _run_clients(traffic: Traffic, numbers: range, seed: int) -> Seen:
-    return asyncio.run(_clients(traffic, numbers, seed))
+    return uvloop.run(_clients(traffic, numbers, seed))  # as the light bots (their loop's lag)
 
 
 def run_clients(traffic: Traffic, seed: int) -> tuple[np.ndarray, int]:

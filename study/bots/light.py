@@ -31,6 +31,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 import socketio
+import uvloop
 
 from study.bots.client import Acked, AckLog, State, new_msg_id, routed_url
 from study.bots.human import Human, noise
@@ -493,7 +494,10 @@ async def cancel_all(tasks: list[asyncio.Task]) -> None:
 
 
 def _run_process(plan: SwarmPlan, slots: range) -> SwarmReport:
-    return asyncio.run(_run_slots(plan, slots))
+    """One swarm process, on uvloop: a bot's latencies include its own loop's lag, which a
+    person's browser, serving one page, does not have (asyncio's own loop lagged about
+    twice as long: ``docs/measurements/capacity-log.md``)."""
+    return uvloop.run(_run_slots(plan, slots))
 
 
 def run_light_swarm(plan: SwarmPlan, processes: int = 1) -> SwarmReport:
