@@ -1,4 +1,4 @@
-"""Light bots for load runs: hundreds of participants on one asyncio loop per process.
+"""Light bots for load runs: hundreds of participants on one event loop (uvloop) per process.
 
 The thread-per-bot client (``study.bots.client``) costs a thread, a reader thread and a
 blocking wait per participant, too much for a thousand participants on the server's own
