@@ -53,13 +53,16 @@ class Connections:
     def __init__(self, unjoined: Counter) -> None:
         self.unjoined_count = unjoined  # the console's metric, over every process
         self.codes: dict[str, str] = {}
+        self.sids: dict[str, set[str]] = {}  # code -> the connections joined as it here
         self.unjoined: dict[str, int] = {}
         self.refused: dict[str, int] = {}
         self.lock = threading.Lock()
 
     def bind(self, sid: str, code: str) -> None:
         with self.lock:
+            self._unbind(sid)
             self.codes[sid] = code
+            self.sids.setdefault(code, set()).add(sid)
             self.unjoined.pop(sid, None)
             self.refused.pop(sid, None)
 
@@ -69,14 +72,24 @@ class Connections:
 
     def drop(self, sid: str) -> None:
         with self.lock:
-            self.codes.pop(sid, None)
+            self._unbind(sid)
             self.unjoined.pop(sid, None)
             self.refused.pop(sid, None)
 
     def another_tab(self, sid: str, code: str) -> bool:
-        """Whether a connection other than ``sid`` joined here as ``code``."""
+        """Whether a connection other than ``sid`` joined here as ``code`` (asked at every
+        disconnect: a look-up, not a scan of every connection)."""
         with self.lock:
-            return any(other != sid and joined == code for other, joined in self.codes.items())
+            return bool(self.sids.get(code, set()) - {sid})
+
+    def _unbind(self, sid: str) -> None:
+        """Forget the code ``sid`` joined as (under the lock)."""
+        code = self.codes.pop(sid, None)
+        if code is not None:
+            sids = self.sids[code]
+            sids.discard(sid)
+            if not sids:
+                del self.sids[code]
 
     def unjoined_message(self, sid: str) -> bool:
         """Count a message of a connection that has not joined; False past the limit."""

@@ -142,3 +142,29 @@ def test_a_console_socket_gets_no_push_once_its_session_logs_out(guarded):
     assert live_pushes(viewer) == []
     assert dropped(viewer, "/console")
     assert live_pushes(other)  # another experimenter's session is untouched
+
+
+class _NoCounter:
+    def add(self) -> None:
+        pass
+
+
+def test_a_connection_knows_another_tab_of_its_code_until_that_tab_goes_or_rejoins():
+    from study.web.participant.sockets import Connections
+
+    connections = Connections(_NoCounter())  # type: ignore[arg-type]
+    connections.bind("tab-1", "baker")
+    connections.bind("tab-2", "baker")
+    connections.bind("tab-3", "other")
+    assert connections.another_tab("tab-1", "baker")
+    assert not connections.another_tab("tab-3", "other")
+    connections.bind("tab-2", "other")  # the same connection joined as another code
+    assert not connections.another_tab("tab-1", "baker")
+    assert connections.another_tab("tab-3", "other")
+    connections.drop("tab-2")
+    connections.drop("tab-2")  # a second drop changes nothing
+    assert not connections.another_tab("tab-3", "other")
+    assert connections.code("tab-2") is None
+    connections.drop("tab-1")
+    connections.drop("tab-3")
+    assert connections.sids == {} and connections.codes == {}
