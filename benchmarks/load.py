@@ -46,6 +46,12 @@ each commit), so ``--same-load`` also runs one worker at the participants each o
 carries (500 for two workers at 1,000) and gives the row over that too: what a second
 process costs of its own.
 
+``--repeat N`` runs the whole matrix N times, one configuration after another in each
+round, and gives every ratio the criteria are judged by (a later study's ack p95 over the
+first's, several workers over one, full durability over normal) in each round and their
+median: this machine's speed moves within minutes, and the same configuration's CPU a
+message has spread by a third between rows ten minutes apart.
+
 Several ``--protocol`` run in every configuration, one after the other; each one's ack p95
 is also given over the first's. Real teams of three against agent teammates (their lobby
 and practice take about 200 s before the window opens; docs/capacity.md)::
@@ -357,11 +363,9 @@ def with_same_load(configs: list[Config]) -> list[Config]:
     return out
 
 
-def against_first_study(rows: list[Row]) -> list[str]:
-    """Each study's cookie ack p95 over the first study's in the same configuration (same
-    run, same machine): what, say, real teams' pushes cost over agent teammates. The p95s
-    are given to a tenth of a millisecond, so the ratio can be checked from them."""
-    lines = []
+def first_study_pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
+    """Each row of a later study with the first study's row of the same configuration."""
+    pairs = []
     for row in rows:
         first = next(r for r in rows if r.config.pace == row.config.pace
                      and (r.config.workers, r.config.participants, r.config.durability,
@@ -369,10 +373,65 @@ def against_first_study(rows: list[Row]) -> list[str]:
                      == (row.config.workers, row.config.participants, row.config.durability,
                          row.config.backup_every))
         if first is not row and first.config.study != row.config.study:
-            lines.append(f"{row.config.study.stem} over {first.config.study.stem}, "
-                         f"{row.config.workers} worker(s), {row.config.participants}: "
-                         f"ack p95 {row.cookie_ms[1]:.1f} / {first.cookie_ms[1]:.1f} ms = "
-                         f"{row.cookie_ms[1] / first.cookie_ms[1]:.2f}")
+            pairs.append((row, first))
+    return pairs
+
+
+def against_first_study(rows: list[Row]) -> list[str]:
+    """Each study's cookie ack p95 over the first study's in the same configuration (same
+    run, same machine): what, say, real teams' pushes cost over agent teammates. The p95s
+    are given to a tenth of a millisecond, so the ratio can be checked from them."""
+    return [f"{row.config.study.stem} over {first.config.study.stem}, "
+            f"{row.config.workers} worker(s), {row.config.participants}: "
+            f"ack p95 {row.cookie_ms[1]:.1f} / {first.cookie_ms[1]:.1f} ms = "
+            f"{row.cookie_ms[1] / first.cookie_ms[1]:.2f}"
+            for row, first in first_study_pairs(rows)]
+
+
+def full_over_normal_pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
+    """Each human row under full durability with the same configuration's under normal."""
+    pairs = []
+    for row in (r for r in rows if r.config.pace == "human" and r.config.durability == "full"):
+        normal = next((r for r in rows if r.config == replace(row.config, durability="normal")),
+                      None)
+        if normal is not None:
+            pairs.append((row, normal))
+    return pairs
+
+
+def ratios(rows: list[Row]) -> dict[str, float]:
+    """The ratios issue #29's criteria are judged by, from one round's rows: a later
+    study's ack p95 over the first's, several workers over one (CPU a message, ack p95),
+    and full durability over normal (ack p95)."""
+    found: dict[str, float] = {}
+    for row, first in first_study_pairs(rows):
+        found[f"{row.config.study.stem} over {first.config.study.stem}, "
+              f"{row.config.durability}, {row.config.workers} worker(s), "
+              f"{row.config.participants}: ack p95"] = row.cookie_ms[1] / first.cookie_ms[1]
+    for row in (r for r in rows if r.config.pace == "human" and r.config.workers > 1):
+        one = one_worker_like(rows, row, row.config.participants)
+        if one is not None:
+            head = (f"{row.config.study.stem}, {row.config.durability}, "
+                    f"{row.config.participants}: {row.config.workers} workers over 1")
+            found[f"{head}: CPU a message"] = row.cpu_ms_per_message / one.cpu_ms_per_message
+            found[f"{head}: ack p95"] = row.cookie_ms[1] / one.cookie_ms[1]
+    for full, normal in full_over_normal_pairs(rows):
+        found[f"{full.config.study.stem}, {full.config.workers} worker(s), "
+              f"{full.config.participants}: full over normal durability: ack p95"] = (
+            full.cookie_ms[1] / normal.cookie_ms[1])
+    return found
+
+
+def over_rounds(turns: list[list[Row]]) -> list[str]:
+    """Each ratio of every round, and their median: the machine's speed moves within
+    minutes, so a ratio of two rows measured minutes apart varies from round to round, and
+    the median of rounds run in turn says more than any one of them."""
+    by_round = [ratios(rows) for rows in turns]
+    lines = []
+    for name in by_round[0]:
+        values = [found[name] for found in by_round if name in found]
+        median = f"; median {float(np.median(values)):.2f}" if len(values) > 1 else ""
+        lines.append(f"{name}: {', '.join(f'{v:.2f}' for v in values)}{median}")
     return lines
 
 
@@ -472,6 +531,13 @@ def numbers(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part]
 
 
+def positive(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number of at least 1")
+    return number
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -513,6 +579,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--console", type=int, default=0, metavar="N",
                         help="keep N of the console's live views open through each run, "
                              "as an experimenter watching does")
+    parser.add_argument("--repeat", type=positive, default=1, metavar="N",
+                        help="run the whole matrix N times, one configuration after "
+                             "another in each round, and give every ratio of the criteria "
+                             "in each round and their median (the machine's speed moves "
+                             "within minutes)")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep every configuration's database and server log in DIR")
     args = parser.parse_args(argv)
@@ -520,37 +591,60 @@ def main(argv: list[str] | None = None) -> int:
         args.workers, args.participants = [1, 2], [100, 250]
         args.fast_workers, args.fast_participants = [2], [100]
         args.ramp, args.steady = min(args.ramp, 15.0), min(args.steady, 40.0)
-    rows = []
     with tempfile.TemporaryDirectory(prefix="study-load-") as scratch:
         base = args.keep or Path(scratch)
         args.pools = base / "pools"
         print(f"{time.strftime('%Y-%m-%d %H:%M')}, {CORES} cores, load average before "
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; ramp {args.ramp:g} s, "
               f"window {args.steady:g} s", flush=True)
+        turns = run_rounds(args, base)
+        floors = floor_rows(turns[-1], args, base) if args.floor else {}
+    print(f"\nload average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    report(turns, floors)
+    return 0 if all(r.missing == 0 and r.lock_errors == 0 for rows in turns for r in rows) else 1
+
+
+def run_rounds(args: argparse.Namespace, base: Path) -> list[list[Row]]:
+    """The matrix ``args.repeat`` times, one configuration after another in each round;
+    every row is printed as it ends."""
+    turns = []
+    for turn in range(1, args.repeat + 1):
+        rows = []
         for config in matrix(args):
-            name = (f"{config.study.stem}-{config.pace}-{config.durability}-{config.workers}w-"
-                    f"{config.participants}-backup{config.backup_every:g}")
+            name = (f"{config.study.stem}-{config.pace}-{config.durability}-"
+                    f"{config.workers}w-{config.participants}-backup{config.backup_every:g}"
+                    + (f"-round{turn}" if args.repeat > 1 else ""))
             row = run_config(config, args, base / name)
             rows.append(row)
-            print(f"{name}: {row.markdown()}", flush=True)
+            print(f"{name} ({time.strftime('%H:%M')}): {row.markdown()}", flush=True)
             print(f"    {row.details()}", flush=True)
             for error, count in row.tally.errors.most_common(3):
                 print(f"    bot error x{count}: {error}", flush=True)
-        floors = floor_rows(rows, args, base) if args.floor else {}
-    print(f"\nload average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
-    print(HEADER)
-    for row in rows:
-        print(row.markdown())
-    for line in against_first_study(rows) + against_one_worker(rows, floors):
+        turns.append(rows)
+    return turns
+
+
+def report(turns: list[list[Row]], floors: dict[FloorKey, FloorRow]) -> None:
+    """Each round's table and ratios (the floor's beside the last round's), the criteria's
+    ratios over the rounds, and people per core from the last round."""
+    for turn, rows in enumerate(turns, 1):
+        print(f"\nround {turn} of {len(turns)}\n" if len(turns) > 1 else "")
+        print(HEADER)
+        for row in rows:
+            print(row.markdown())
+        for line in (against_first_study(rows)
+                     + against_one_worker(rows, floors if turn == len(turns) else {})):
+            print(line)
+    print("\nthe criteria's ratios, round by round" if len(turns) > 1 else "")
+    for line in over_rounds(turns):
         print(line)
     if floors:
         print(f"\n{FLOOR_HEADER}")
         for floor in floors.values():
             print(floor.markdown())
     print()
-    for line in capacity(rows, floors):
+    for line in capacity(turns[-1], floors):
         print(line)
-    return 0 if all(r.missing == 0 and r.lock_errors == 0 for r in rows) else 1
 
 
 if __name__ == "__main__":

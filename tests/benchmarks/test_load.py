@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from benchmarks.load import (
     DEMO,
@@ -14,7 +15,11 @@ from benchmarks.load import (
     Row,
     against_first_study,
     against_one_worker,
+    main,
     matrix,
+    over_rounds,
+    ratios,
+    report,
 )
 from study.bots.light import Tally
 
@@ -53,8 +58,8 @@ def test_the_same_load_adds_one_worker_at_each_workers_share_before_it_once():
 
 
 def _row(workers: int, participants: int, cpu_ms: float, workers_ms: float,
-         ack_p95: float, study: Path = TEAMS3) -> Row:
-    return Row(Config("human", study, workers, participants, "normal"),
+         ack_p95: float, study: Path = TEAMS3, durability: str = "normal") -> Row:
+    return Row(Config("human", study, workers, participants, durability),
                np.array([5.0, ack_p95, 40.0]), 2900, np.array([10.0, 40.0]), 1750,
                1093.0, cpu_ms, 0.4, 0.2, 0.6, 2.0, 0, 0, Tally(),
                cpu_ms_by_program={"python": workers_ms, "haproxy": cpu_ms - workers_ms})
@@ -76,3 +81,43 @@ def test_a_study_over_the_first_shows_the_p95s_its_ratio_is_of():
     rows = [_row(1, 1000, 0.56, 0.56, 7.64, DEMO), _row(1, 1000, 0.55, 0.55, 12.53)]
     assert against_first_study(rows) == [
         "teams3 over demo, 1 worker(s), 1000: ack p95 12.5 / 7.6 ms = 1.64"]
+
+
+def _round(demo_p95: float, teams_p95: float, two_workers_cpu: float) -> list[Row]:
+    return [_row(1, 1000, 0.60, 0.60, demo_p95, DEMO), _row(1, 1000, 0.60, 0.60, teams_p95),
+            _row(2, 1000, two_workers_cpu, two_workers_cpu, teams_p95 / 2),
+            _row(1, 1000, 0.60, 0.60, teams_p95 * 1.5, durability="full")]
+
+
+def test_the_criteria_ratios_pair_rows_of_one_round():
+    found = ratios(_round(10.0, 20.0, 0.66))
+    assert found == {
+        "teams3 over demo, normal, 1 worker(s), 1000: ack p95": 2.0,
+        "teams3, normal, 1000: 2 workers over 1: CPU a message": pytest.approx(1.1),
+        "teams3, normal, 1000: 2 workers over 1: ack p95": 0.5,
+        "teams3, 1 worker(s), 1000: full over normal durability: ack p95": 1.5}
+
+
+def test_over_rounds_gives_every_rounds_ratio_and_their_median():
+    lines = over_rounds([_round(10.0, 20.0, 0.66), _round(10.0, 12.0, 0.90),
+                         _round(8.0, 12.0, 0.72)])
+    assert lines[0] == "teams3 over demo, normal, 1 worker(s), 1000: ack p95: 2.00, 1.20, " \
+                       "1.50; median 1.50"
+    assert lines[1] == "teams3, normal, 1000: 2 workers over 1: CPU a message: 1.10, 1.50, " \
+                       "1.20; median 1.20"
+    assert over_rounds([_round(10.0, 20.0, 0.66)])[0].endswith("ack p95: 2.00")
+
+
+def test_a_report_of_rounds_gives_each_rounds_table_and_the_ratios_over_them(capsys):
+    report([_round(10.0, 20.0, 0.66), _round(8.0, 12.0, 0.72)], {})
+    out = capsys.readouterr().out
+    assert out.index("round 1 of 2") < out.index("round 2 of 2") < out.index(
+        "the criteria's ratios, round by round")
+    assert out.count(HEADER) == 2
+    assert "teams3 over demo, normal, 1 worker(s), 1000: ack p95: 2.00, 1.50; median 1.75" in out
+
+
+def test_repeat_takes_a_whole_number_of_at_least_one(capsys):
+    with pytest.raises(SystemExit):
+        main(["--repeat", "0"])
+    assert "0 is not a whole number of at least 1" in capsys.readouterr().err

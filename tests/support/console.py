@@ -13,8 +13,11 @@ PASSWORD = "correct horse battery staple"
 
 
 def make_app(tmp_path: Path, teammates, password: str | None = PASSWORD):
+    """The study in-process with its console, under normal durability as the journey's
+    in-process app (``support.web.make_app``): the console's tests wait on no fsync."""
     config = {"PROTOCOL": DEMO, "DATABASE": tmp_path / "study.sqlite", "TEAMMATES": teammates,
-              "CLOCK": FakeClock(), "SCHEDULER": False, "TESTING": True}
+              "CLOCK": FakeClock(), "SCHEDULER": False, "TESTING": True,
+              "DURABILITY": "normal"}
     if password is not None:
         config["STUDY_CONSOLE_PASSWORD"] = password
     app = create_app(config)
