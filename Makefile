@@ -56,7 +56,7 @@ test: $(STAMP) system-packages lint
 	cat $(BROWSER_LOG); \
 	test $$others = 0 && test $$browsers = 0
 
-# Every benchmark at a quick size, one after the other (benchmarks/run.py; about 25 minutes).
+# Every benchmark at a quick size, one after the other (benchmarks/run.py; about 16 minutes).
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
 

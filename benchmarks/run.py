@@ -1,7 +1,7 @@
 """Every benchmark in turn, each at a quick size, as ratios measured in one run (``make
 bench``); each one's own command gives its full size and its options.
 
-    python -m benchmarks.run                    # every benchmark, quick (about 25 minutes)
+    python -m benchmarks.run                    # every benchmark, quick (about 16 minutes)
     python -m benchmarks.run solver flood       # only these
     python -m benchmarks.run --full load        # at the benchmark's own default size
     python -m benchmarks.run --list             # what each measures, and its quick size
@@ -63,7 +63,7 @@ def command(benchmark: Benchmark, full: bool) -> list[str]:
 
 def run(benchmark: Benchmark, full: bool) -> tuple[int, float]:
     """Run one, its output passed through; its exit code and seconds."""
-    print(f"\n=== {benchmark.name}: {benchmark.measures}\n$ "
+    print(f"\n=== {benchmark.name}: {benchmark.measures}\n$ python "
           f"{' '.join(command(benchmark, full)[1:])}", flush=True)
     began = time.monotonic()
     code = subprocess.call(command(benchmark, full), cwd=ROOT)
