@@ -408,11 +408,10 @@ def ratios(rows: list[Row]) -> dict[str, float]:
         found[f"{row.config.study.stem} over {first.config.study.stem}, "
               f"{row.config.durability}, {row.config.workers} worker(s), "
               f"{row.config.participants}: ack p95"] = row.cookie_ms[1] / first.cookie_ms[1]
-    for row in (r for r in rows if r.config.pace == "human" and r.config.workers > 1):
+    for row in several_workers(rows):
         one = one_worker_like(rows, row, row.config.participants)
         if one is not None:
-            head = (f"{row.config.study.stem}, {row.config.durability}, "
-                    f"{row.config.participants}: {row.config.workers} workers over 1")
+            head = over_one_worker(row)
             found[f"{head}: CPU a message"] = row.cpu_ms_per_message / one.cpu_ms_per_message
             found[f"{head}: ack p95"] = row.cookie_ms[1] / one.cookie_ms[1]
     for full, normal in full_over_normal_pairs(rows):
@@ -475,9 +474,8 @@ def against_one_worker(rows: list[Row], floors: dict[FloorKey, FloorRow]) -> lis
     participants a worker: a worker's CPU a message grows as its load falls, so this is
     what a second process costs of its own."""
     lines = []
-    for row in (r for r in rows if r.config.pace == "human" and r.config.workers > 1):
-        head = (f"{row.config.study.stem}, {row.config.durability}, "
-                f"{row.config.participants}: {row.config.workers} workers over 1")
+    for row in several_workers(rows):
+        head = over_one_worker(row)
         one = one_worker_like(rows, row, row.config.participants)
         if one is not None:
             floor, floor_one = floor_of(row, floors), floor_of(one, floors)
@@ -493,6 +491,17 @@ def against_one_worker(rows: list[Row], floors: dict[FloorKey, FloorRow]) -> lis
                          f"ack p95 {row.cookie_ms[1]:.0f} against "
                          f"{same_load.cookie_ms[1]:.0f} ms")
     return lines
+
+
+def several_workers(rows: list[Row]) -> list[Row]:
+    """The human rows with more than one worker."""
+    return [r for r in rows if r.config.pace == "human" and r.config.workers > 1]
+
+
+def over_one_worker(row: Row) -> str:
+    """How a several-worker row's ratios over one worker are named."""
+    return (f"{row.config.study.stem}, {row.config.durability}, "
+            f"{row.config.participants}: {row.config.workers} workers over 1")
 
 
 def one_worker_like(rows: list[Row], row: Row, participants: int) -> Row | None:
