@@ -630,14 +630,35 @@ class Storage:
 
         Plain SQL on the table the schema made: every accepted message writes through here,
         and sqlite-utils' per-call table introspection cost more than the write itself."""
+        cursor = self.write(self._insert_sql(table, row),
+                            [_sql_value(value) for value in row.values()])
+        return int(cursor.lastrowid or 0)
+
+    def insert_all(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """Insert rows of the same columns in one statement's runs (one event when not
+        already inside one): a round's allocations and an agent's cookies are written in
+        the scheduler's transaction, which every message waits for, and sqlite-utils'
+        ``insert_all`` looked the table up on every call."""
+        if not rows:
+            return
+        sql = self._insert_sql(table, rows[0])
+        values = [[_sql_value(value) for value in row.values()] for row in rows]
+        with self.lock:
+            if self._depth:  # the event under way rolls them back together if it fails
+                self.db.conn.executemany(sql, values)
+                return
+        with self.event() as db:
+            db.conn.executemany(sql, values)
+
+    def _insert_sql(self, table: str, row: dict[str, Any]) -> str:
+        """The INSERT of a table's columns as ``row`` names them, made once."""
         key = (table, *row)
         sql = self._inserts.get(key)
         if sql is None:
             columns = ", ".join(_quoted(column) for column in row)
             marks = ", ".join("?" * len(row))
             sql = self._inserts[key] = f"INSERT INTO {_quoted(table)} ({columns}) VALUES ({marks})"
-        cursor = self.write(sql, [_sql_value(value) for value in row.values()])
-        return int(cursor.lastrowid or 0)
+        return sql
 
     def update(self, table: str, pk: int, values: dict[str, Any]) -> None:
         assignments = ", ".join(f"{_quoted(column)} = ?" for column in values)

@@ -76,6 +76,26 @@ def test_a_failing_event_leaves_nothing_behind(storage):
     assert storage.db["steps"].count == 0
 
 
+def test_insert_all_writes_every_row_and_values_as_stored(storage):
+    pid = participant(storage)
+    storage.insert_all("steps", [{"participant_id": pid, "step": step, "at": at}
+                                 for at, step in enumerate(["consent", "themes"], 1)])
+    storage.insert_all("steps", [])
+    assert [(r["step"], r["at"]) for r in storage.all("SELECT * FROM steps ORDER BY at")] == [
+        ("consent", 1.0), ("themes", 2.0)]
+
+
+def test_insert_all_inside_a_failing_event_leaves_nothing_behind(storage):
+    pid = participant(storage)
+    with pytest.raises(RuntimeError), storage.event():
+        storage.insert_all("steps", [{"participant_id": pid, "step": "consent", "at": 1.0}])
+        raise RuntimeError("crash after the rows")
+    with pytest.raises(sqlite3.IntegrityError):  # the statement's rows fail together
+        storage.insert_all("steps", [{"participant_id": pid, "step": "consent", "at": 1.0},
+                                     {"participant_id": 999, "step": "consent", "at": 1.0}])
+    assert storage.db["steps"].count == 0
+
+
 def test_erasing_a_participant_keeps_only_what_is_asked(storage):
     pid = participant(storage)
     keep = participant(storage, "other")

@@ -239,7 +239,7 @@ class Rounds:
         """Store the teammate's cookies finished by ``until``: its schedule is seeded by the
         round, so the cookies are written once, when the round closes."""
         times = [t for t in self.teammate_times.of(row) if row["started_at"] + t <= until]
-        self.storage.db["cookies"].insert_all([{
+        self.storage.insert_all("cookies", [{
             "round_id": row["id"], "participant_id": row["participant_id"],
             "actor": "teammate", "number": number, "task_type": row["teammate_task_type"],
             "task_name": TASK_NAMES[row["teammate_task_type"]],

@@ -210,7 +210,7 @@ class TeamPlay:
     def _agent_cookies(self, seat: dict[str, Any], team_round: dict[str, Any],
                        task_type: int) -> None:
         times = agent_times(self.protocol, seat, team_round, task_type)
-        self.storage.db["seat_cookies"].insert_all([{
+        self.storage.insert_all("seat_cookies", [{
             "team_round_id": team_round["id"], "team_id": team_round["team_id"],
             "seat": seat["seat"], "number": number, "task_type": task_type,
             "finished_at": team_round["started_at"] + seconds, "seconds": seconds}
@@ -266,7 +266,7 @@ class TeamPlay:
             "team_id": team["id"], "session": session, "number": number,
             "condition": order[session - 1], "started_at": now, "deadline": now + seconds,
             "seconds": seconds})
-        self.storage.db["team_allocations"].insert_all([{
+        self.storage.insert_all("team_allocations", [{
             "team_round_id": team_round_id, "team_id": team["id"], "session": session,
             "round": number, "seat": seat, "task_type": task, "task_name": TASK_NAMES[task],
             "held_before": to_json(held.tolist()), "at": now}
@@ -319,7 +319,7 @@ class TeamPlay:
             "theme": themes[task], "started_at": now, "deadline": now + seconds,
             "seconds": seconds, "participant_cookies": 0, "teammate_cookies": 0,
             "team_round_id": team_round_id})
-        self.storage.db["allocations"].insert_all([{
+        self.storage.insert_all("allocations", [{
             "round_id": round_id, "session_id": own["id"],
             "participant_id": seat["participant_id"], "round": number, "human": human,
             "role": "participant" if human == seat["seat"] else "teammate",
