@@ -109,6 +109,55 @@ def test_a_log_a_reader_still_needs_is_not_started_over(tmp_path: Path,
     storage.close()
 
 
+class HeldLock:
+    """The connection the checkpointer uses, while another holds the write lock (a batch
+    of the server's) until the checkpointer's ``release_after``-th restart was refused."""
+
+    def __init__(self, path: Path, release_after: int | None) -> None:
+        self.connection = sqlite3.connect(path, isolation_level=None, timeout=0)
+        self.writer = sqlite3.connect(path, isolation_level=None)
+        self.writer.execute("BEGIN IMMEDIATE")
+        self.writer.execute("INSERT INTO filler (data) VALUES (randomblob(3000))")
+        self.release_after = release_after
+        self.refused = 0
+
+    def execute(self, sql: str) -> sqlite3.Cursor:
+        cursor = self.connection.execute(sql)
+        if "RESTART" in sql:
+            row = cursor.fetchone()
+            self.refused += row[0] == 1
+            if row[0] == 1 and self.refused == self.release_after:
+                self.writer.execute("COMMIT")  # the batch commits between two attempts
+            cursor = self.connection.execute("SELECT ?, ?, ?", row)
+        return cursor
+
+
+def test_a_restart_asks_again_while_a_batch_holds_the_lock(tmp_path: Path,
+                                                           short_restart: int) -> None:
+    storage = Storage(tmp_path / "study.sqlite", durability="normal")
+    fill_log(storage, short_restart * 3)
+    held = HeldLock(storage.path, release_after=1)
+    checkpointer = Checkpointer(storage.path)
+    busy, pages, copied = checkpointer.checkpoint(held)  # type: ignore[arg-type]
+    assert (held.refused, busy, checkpointer.restarts) == (1, 0, 1) and copied == pages
+    storage.close()
+
+
+def test_a_restart_gives_up_without_holding_the_batch_back(tmp_path: Path,
+                                                           short_restart: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkpointer_module, "RESTART_WAIT_SECONDS", 0.0)
+    storage = Storage(tmp_path / "study.sqlite", durability="normal")
+    fill_log(storage, short_restart * 3)
+    held = HeldLock(storage.path, release_after=None)
+    checkpointer = Checkpointer(storage.path)
+    busy, _, _ = checkpointer.checkpoint(held)  # type: ignore[arg-type]
+    assert (held.refused, busy, checkpointer.restarts) == (1, 1, 0)
+    held.writer.execute("COMMIT")  # the batch was never made to wait
+    assert storage.one("SELECT count(*) AS n FROM filler") == {"n": short_restart * 3 + 1}
+    storage.close()
+
+
 def test_a_failed_checkpoint_is_logged_once_and_tried_again(tmp_path: Path, caplog) -> None:
     path = tmp_path / "study.sqlite"
     Storage(path, durability="normal").close()
