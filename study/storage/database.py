@@ -15,7 +15,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -643,12 +643,7 @@ class Storage:
             return
         sql = self._insert_sql(table, rows[0])
         values = [[_sql_value(value) for value in row.values()] for row in rows]
-        with self.lock:
-            if self._depth:  # the event under way rolls them back together if it fails
-                self.db.conn.executemany(sql, values)
-                return
-        with self.event() as db:
-            db.conn.executemany(sql, values)
+        self._statement(lambda conn: conn.executemany(sql, values))
 
     def _insert_sql(self, table: str, row: dict[str, Any]) -> str:
         """The INSERT of a table's columns as ``row`` names them, made once."""
@@ -669,11 +664,16 @@ class Storage:
     def write(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> sqlite3.Cursor:
         """One statement: part of the event under way, else an event of its own (a single
         statement is atomic: inside an event it needs no savepoint of its own)."""
+        return self._statement(lambda conn: conn.execute(sql, params))
+
+    def _statement(self, run: Callable[[sqlite3.Connection], sqlite3.Cursor]) -> sqlite3.Cursor:
+        """``run`` on the connection, in the event under way (which rolls it back with the
+        rest if it fails), else in an event of its own."""
         with self.lock:
             if self._depth:
-                return self.db.conn.execute(sql, params)
+                return run(self.db.conn)
         with self.event() as db:
-            return db.conn.execute(sql, params)
+            return run(db.conn)
 
     @contextlib.contextmanager
     def durable_together(self) -> Iterator[None]:
