@@ -62,7 +62,7 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
               if config.get("MESSAGE_QUEUE") else {})
     socketio = SocketIO(app, async_mode=config.get("ASYNC_MODE", "threading"),
                         async_handlers=False, max_http_buffer_size=MAX_TRANSPORT_BYTES,
-                        json=PacketJSON, **shared)
+                        json=PacketJSON, serializer=sockets.TextPacket, **shared)
     clock = config.get("CLOCK", time.time)
     # With the clock running, a team is formed off the scheduler's thread; without it
     # (tests drive ``tick`` by hand) at once, so what follows a tick is deterministic.

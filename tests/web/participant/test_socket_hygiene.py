@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import pytest
+from socketio.packet import Packet
 from support.web import FakeClock, make_app, msg, page_socket
 
 from study.web.participant.sockets import PRE_JOIN_LIMIT, REFUSAL_LIMIT
@@ -168,3 +169,32 @@ def test_a_connection_knows_another_tab_of_its_code_until_that_tab_goes_or_rejoi
     connections.drop("tab-1")
     connections.drop("tab-3")
     assert connections.sids == {} and connections.codes == {}
+
+
+def test_the_server_sends_a_page_state_without_walking_it_for_binary(
+        app, monkeypatch):
+    """python-socketio's check for binary data walked every value of a payload before
+    sending it; the study's packets are text, so a page state goes out unwalked."""
+    walked: list[Any] = []
+    check = Packet.data_is_binary.__func__  # type: ignore[attr-defined]
+
+    def recorded(cls: type, data: Any) -> bool:
+        walked.append(data)
+        return check(cls, data)
+
+    monkeypatch.setattr(Packet, "data_is_binary", classmethod(recorded))
+    tab = joined(app, "walk-1")
+    reply = tab.emit("submit", {"msg_id": msg(), "step": "consent",
+                                "data": {"agree": True}}, callback=True)
+    assert reply["ok"] and reply["state"]["step"] != "consent", reply
+    assert walked, "the client's own packets are still checked: the count proves the patch"
+    assert not [data for data in walked if isinstance(data, dict) and "state" in data]
+
+
+def test_a_binary_message_gets_a_text_refusal_and_leaves_the_page_joined(app):
+    tab = joined(app, "binary-1")
+    reply = tab.emit("progress", {"msg_id": msg(), "round_id": 1, "content": b"\x00\xff"},
+                     callback=True)
+    assert reply["ok"] is False and reply["reason"], reply
+    assert tab.is_connected()
+    assert tab.emit("sync", {}, callback=True)["ok"]
