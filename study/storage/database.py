@@ -344,13 +344,15 @@ class Storage:
             self.db.execute("CREATE INDEX IF NOT EXISTS rounds_open_by_deadline ON "
                             "rounds(deadline) WHERE closed_at IS NULL")
             # What the team clock reads at every tick: who has a page open, who waits in
-            # the lobby, which teams still play.
+            # the lobby, which teams still play, which team rounds are due.
             self.db.execute("CREATE INDEX IF NOT EXISTS connections_by_code ON "
                             "connections(code)")
             self.db.execute("CREATE INDEX IF NOT EXISTS lobby_waiting ON lobby(entered_at) "
                             "WHERE outcome IS NULL")
             self.db.execute("CREATE INDEX IF NOT EXISTS teams_playing ON "
                             "teams(next_round_at) WHERE finished_at IS NULL")
+            self.db.execute("CREATE INDEX IF NOT EXISTS team_rounds_open_by_deadline ON "
+                            "team_rounds(deadline) WHERE closed_at IS NULL")
             # The same recruitment id always finds the same participant.
             self.db.execute("CREATE UNIQUE INDEX IF NOT EXISTS participants_recruitment_id ON "
                             "participants(recruitment_id) WHERE recruitment_id IS NOT NULL")

@@ -195,6 +195,28 @@ def test_presence_is_scanned_once_a_second_at_most_however_many_deadlines_fall(
     assert away_since() == pytest.approx(clock.now + 1.0)
 
 
+def test_a_team_waiting_for_its_members_is_looked_at_once_a_second_at_most(
+        tmp_path, teammates):
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
+    ada, bo = Person(app, "ada-1"), Person(app, "bo-22")
+    practise(app, clock, ada)
+    practise(app, clock, bo, squares=2, letters=2, ratings=(2, 6))
+
+    def session() -> int:
+        return rows(app, "SELECT session FROM teams")[0]["session"]
+
+    for person in (ada, bo):
+        person.submit("teammate")
+    ada.submit("intro-1")
+    journey(app).tick(clock.now)  # looked at now: ada waits for bo
+    bo.submit("intro-1")
+    journey(app).tick(clock.now + 0.5)  # a deadline half a second later: not again
+    assert session() == 0
+    journey(app).tick(clock.now + 1.0)
+    assert session() == 1
+
+
 def test_a_team_round_closed_across_a_restart_records_recovery_like_its_peoples_rounds(
         tmp_path, teammates):
     app, clock, ada, _bo = two_in_session(tmp_path, teammates)
@@ -261,3 +283,25 @@ def test_a_declared_agent_seat_is_filled_from_the_pool_when_the_people_arrive(
     assert all((s["pool_team"] is None) == (s["kind"] == "person") for s in seats)
     to_session(app, clock, [ada, bo], 1)
     assert [s["kind"] for s in running(ada)["stations"]].count("agent") == 1
+
+
+def test_a_tick_at_a_deadline_reads_the_team_clock_through_indexes(tmp_path, teammates):
+    """A tick holds the write transaction every message waits for: what it reads at a
+    deadline between the once-a-second looks is an index search, never a table scan or
+    a sort, however many teams play."""
+    app, clock, _ada, _bo = two_in_session(tmp_path, teammates)
+    clock_of_teams = journey(app)
+    clock_of_teams.tick(clock.now)
+    statements: list[str] = []
+    connection = clock_of_teams.storage.db.conn
+    connection.set_trace_callback(statements.append)
+    try:
+        clock_of_teams.tick(clock.now + 0.5)
+        clock_of_teams.next_deadline()
+    finally:
+        connection.set_trace_callback(None)
+    reads = [sql for sql in statements if sql.lstrip().upper().startswith("SELECT")]
+    assert any("team_rounds" in sql for sql in reads) and any("teams" in sql for sql in reads)
+    for sql in reads:
+        plan = [row[-1] for row in connection.execute(f"EXPLAIN QUERY PLAN {sql}")]
+        assert all(step.startswith("SEARCH") or " USING " in step for step in plan), (sql, plan)

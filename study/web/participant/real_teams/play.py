@@ -69,16 +69,21 @@ class TeamPlay:
     def tick(self, now: float, reason: str = "deadline") -> set[int]:
         """Bring every team up to ``now``; returns the participants whose page changed.
         Runs at every deadline and at least once a second while teams play, inside the
-        write transaction every message waits for: so SQL picks the seats whose presence
-        changed and the teams with something to start, and only those are looked at.
-        ``reason`` is how overdue rounds close, as their people's rounds do. Presence
-        scans every seat, so a tick at a deadline looks at it once a second at most."""
-        changed = self._presence(now) if self._presence_due(now, reason) else set()
+        write transaction every message waits for: so indexes pick the rounds to close and
+        the rounds to start, and SQL the seats whose presence changed. What waits on people
+        rather than on the clock (presence, a team between sessions waiting for its
+        members) is looked at once a second at most by a tick at a deadline: scanning it
+        at every deadline held every message up for nothing. ``reason`` is how overdue
+        rounds close, as their people's rounds do."""
+        looks = self._presence_due(now, reason)
+        changed = self._presence(now) if looks else set()
         for due in self.storage.all("SELECT * FROM team_rounds WHERE closed_at IS NULL AND "
                                     "deadline <= ? ORDER BY deadline", (now,)):
             changed |= self._close(due, now, reason)
-        for team in self._startable(now):
-            changed |= self._start_due(team, now)
+        for team in self._rounds_due(now):
+            changed |= self._start_round(team, now)
+        for team in self._between_sessions() if looks else []:
+            changed |= self._start_session_if_ready(team, now)
         return changed
 
     def _presence_due(self, now: float, reason: str) -> bool:
@@ -96,18 +101,23 @@ class TeamPlay:
     def active(self) -> bool:
         return self.storage.one("SELECT 1 FROM teams WHERE finished_at IS NULL") is not None
 
-    def _startable(self, now: float) -> list[dict[str, Any]]:
-        """The teams with a round due, or between sessions with a member at the next
-        session's step (the others are at no start yet)."""
+    def _rounds_due(self, now: float) -> list[dict[str, Any]]:
+        """The playing teams whose next round is due (the index of the teams playing)."""
         return self.storage.all(
-            "SELECT * FROM teams t WHERE t.finished_at IS NULL AND t.protocol = ? AND "
-            "(t.next_round_at <= ? OR (t.next_round_at IS NULL AND t.session < ? AND "
-            "NOT EXISTS (SELECT 1 FROM team_rounds r WHERE r.team_id = t.id AND "
-            "r.closed_at IS NULL) AND EXISTS (SELECT 1 FROM seats s JOIN steps st "
-            "ON st.participant_id = s.participant_id WHERE s.team_id = t.id AND "
-            "s.kind = 'person' AND s.dropped_at IS NULL AND "
-            "st.step = 'session-' || (t.session + 1)))) ORDER BY t.id",
-            (self.protocol.name, now, self.sessions))
+            "SELECT * FROM teams WHERE finished_at IS NULL AND next_round_at <= ? AND "
+            "protocol = ? ORDER BY next_round_at", (now, self.protocol.name))
+
+    def _between_sessions(self) -> list[dict[str, Any]]:
+        """The teams between sessions with a member at the next session's step (the
+        others are at no start yet)."""
+        return self.storage.all(
+            "SELECT * FROM teams t WHERE t.finished_at IS NULL AND t.next_round_at IS NULL "
+            "AND t.protocol = ? AND t.session < ? AND NOT EXISTS (SELECT 1 FROM team_rounds "
+            "r WHERE r.team_id = t.id AND r.closed_at IS NULL) AND EXISTS (SELECT 1 FROM "
+            "seats s JOIN steps st ON st.participant_id = s.participant_id WHERE "
+            "s.team_id = t.id AND s.kind = 'person' AND s.dropped_at IS NULL AND "
+            "st.step = 'session-' || (t.session + 1)) ORDER BY t.id",
+            (self.protocol.name, self.sessions))
 
     def _team(self, team_id: int) -> dict[str, Any]:
         return self.storage.one("SELECT * FROM teams WHERE id = ?", (team_id,))  # type: ignore[return-value]
@@ -216,19 +226,7 @@ class TeamPlay:
             "finished_at": team_round["started_at"] + seconds, "seconds": seconds}
             for number, seconds in enumerate(times, 1)])
 
-    def _start_due(self, team: dict[str, Any], now: float) -> set[int]:
-        if team["finished_at"] is not None:
-            return set()
-        if team["next_round_at"] is not None:
-            if team["next_round_at"] > now:
-                return set()
-            return self._start_round(team, now)
-        last = self._last_round(team["id"])
-        if last is not None and last["closed_at"] is None:
-            return set()
-        return self._start_session(team, now)
-
-    def _start_session(self, team: dict[str, Any], now: float) -> set[int]:
+    def _start_session_if_ready(self, team: dict[str, Any], now: float) -> set[int]:
         """Open the next session once everyone still in a seat is at its step, or once the
         first of them has waited ``start_seconds`` (the others are dropped)."""
         number = team["session"] + 1
