@@ -36,7 +36,7 @@ from study.web.participant.admission import MAX_TRANSPORT_BYTES
 from study.web.participant.agent_pool import PoolTeammates
 from study.web.participant.inputs import PacketJSON
 from study.web.participant.journey import Journey
-from study.web.serving import queue, security, unavailable, websockets
+from study.web.serving import queue, rooms, security, unavailable, websockets
 from study.web.serving.app_class import STATIC, TEMPLATES, StudyFlask
 from study.web.serving.processes import Processes
 from study.web.serving.scheduler import Scheduler
@@ -58,11 +58,11 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
         teammates.prepare()
     # A connection's events are handled in its own reader, one after the other: a tab's
     # messages are applied in the order sent, with no task started per message.
-    shared = ({"client_manager": queue.manager(config["MESSAGE_QUEUE"])}
-              if config.get("MESSAGE_QUEUE") else {})
+    manager = (queue.manager(config["MESSAGE_QUEUE"]) if config.get("MESSAGE_QUEUE")
+               else rooms.LocalManager())
     socketio = SocketIO(app, async_mode=config.get("ASYNC_MODE", "threading"),
                         async_handlers=False, max_http_buffer_size=MAX_TRANSPORT_BYTES,
-                        json=PacketJSON, serializer=sockets.TextPacket, **shared)
+                        json=PacketJSON, serializer=sockets.TextPacket, client_manager=manager)
     clock = config.get("CLOCK", time.time)
     # With the clock running, a team is formed off the scheduler's thread; without it
     # (tests drive ``tick`` by hand) at once, so what follows a tick is deterministic.

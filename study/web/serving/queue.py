@@ -27,6 +27,7 @@ import socketio
 
 from study.storage.database import Storage
 from study.web.serving.counters import FLUSH_SECONDS, Counter
+from study.web.serving.rooms import RoomsBySid
 
 QUEUE_LOGGER = "socketio.server"
 CHANNEL = "flask-socketio"  # Flask-SocketIO's own, so every process listens on one
@@ -36,9 +37,10 @@ POOL_CONNECTIONS = 4096
 PUBLISHED = "queued:"  # the counters' prefix: ``queued:station`` counts published stations
 
 
-class CountedRedisManager(socketio.RedisManager):
+class CountedRedisManager(RoomsBySid, socketio.RedisManager):
     """Flask-SocketIO's Redis manager, counting the events it publishes into ``storage``
-    once ``count_publishes`` gave it the study's database."""
+    once ``count_publishes`` gave it the study's database (and each connection's rooms
+    kept by connection, ``rooms``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
