@@ -547,6 +547,16 @@ def positive(text: str) -> int:
     return number
 
 
+def protocol_file(text: str) -> Path:
+    """A protocol's file, or the name of one in ``protocols/`` (``teams3``)."""
+    for path in (Path(text), ROOT / "protocols" / f"{text}.toml"):
+        if path.is_file():
+            return path
+    shipped = ", ".join(sorted(path.stem for path in (ROOT / "protocols").glob("*.toml")))
+    raise argparse.ArgumentTypeError(f"{text} is neither a protocol file nor one of "
+                                     f"protocols/: {shipped}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -574,11 +584,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=SETTLE_SECONDS,
                         help="seconds after the last arrival before the window opens (real "
                              "teams play only after practice and the lobby: about 100)")
-    parser.add_argument("--protocol", type=Path, nargs="+", default=[DEMO],
-                        help="the studies of the human-pace rows, each run in every "
-                             "configuration (default: the demo); e.g. protocols/demo.toml "
-                             "protocols/teams3.toml compares real teams of three with agent "
-                             "teammates, and reports the ack p95 ratio")
+    parser.add_argument("--protocol", type=protocol_file, nargs="+", default=[DEMO],
+                        help="the studies of the human-pace rows (files, or names in "
+                             "protocols/), each run in every configuration (default: the "
+                             "demo); e.g. demo teams3 compares real teams of three with "
+                             "agent teammates, and reports the ack p95 ratio")
     parser.add_argument("--floor", action="store_true",
                         help="also run the floor server (benchmarks.floor) like each "
                              "human row, with its study's mix of messages and pushes")

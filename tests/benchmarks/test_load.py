@@ -18,6 +18,7 @@ from benchmarks.load import (
     main,
     matrix,
     over_rounds,
+    protocol_file,
     ratios,
     report,
 )
@@ -121,3 +122,13 @@ def test_repeat_takes_a_whole_number_of_at_least_one(capsys):
     with pytest.raises(SystemExit):
         main(["--repeat", "0"])
     assert "0 is not a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_a_protocol_is_a_file_or_the_name_of_a_shipped_one(capsys):
+    assert protocol_file("teams3") == protocol_file(str(TEAMS3.resolve()))
+    assert protocol_file("teams3").name == "teams3.toml"
+    with pytest.raises(SystemExit):
+        main(["--protocol", "teams4"])
+    error = capsys.readouterr().err
+    assert "teams4 is neither a protocol file nor one of protocols/" in error
+    assert "teams3" in error
