@@ -290,14 +290,14 @@ def test_a_tick_at_a_deadline_reads_the_team_clock_through_indexes(tmp_path, tea
     deadline between the once-a-second looks is an index search, never a table scan or
     a sort, however many teams play."""
     app, clock, _ada, _bo = two_in_session(tmp_path, teammates)
-    clock_of_teams = journey(app)
-    clock_of_teams.tick(clock.now)
+    the_journey = journey(app)
+    the_journey.tick(clock.now)
     statements: list[str] = []
-    connection = clock_of_teams.storage.db.conn
+    connection = the_journey.storage.db.conn
     connection.set_trace_callback(statements.append)
     try:
-        clock_of_teams.tick(clock.now + 0.5)
-        clock_of_teams.next_deadline()
+        the_journey.tick(clock.now + 0.5)
+        the_journey.next_deadline()
     finally:
         connection.set_trace_callback(None)
     reads = [sql for sql in statements if sql.lstrip().upper().startswith("SELECT")]
