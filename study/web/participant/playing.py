@@ -220,8 +220,7 @@ class Rounds:
                     "WHERE r.closed_at IS NULL AND r.deadline <= ? ORDER BY r.deadline", (now,))
                 closed = [row for row in overdue
                           if self._close_or_log(row, now, reason, alive_until)]
-            with self.storage.event():  # the teams' timers, presence and rounds, at one now
-                changed = self.teams.tick(now, reason)
+            changed = self.teams.tick(now, reason)  # the teams' timers, presence and rounds
         for row in closed:
             self.teammate_times.forget(row["id"])
             changed.add(row["participant_id"])

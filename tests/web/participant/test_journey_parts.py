@@ -48,6 +48,20 @@ def test_states_queued_in_a_transaction_are_pushed_after_it(tmp_path, teammates)
     assert len(page.pushes) == 2  # each push leaves once
 
 
+def test_pushed_states_leave_one_at_a_time_with_a_pause_between(tmp_path, teammates):
+    """A tick after teams formed together pushes dozens of states: each leaves as soon as
+    it is built, and the others' messages run before the next is built."""
+    journey, page = journey_with_page(tmp_path, teammates)
+    ids = {journey.enrol(f"many-{n}")["id"] for n in range(5)}
+    sent_at_pause: list[int] = []
+    journey.outbox.pause = lambda: sent_at_pause.append(len(page.pushes))
+    journey.outbox.queue("before-1", "station", {})
+    journey.push_states(ids)
+    assert page.pushes[0][0] == "before-1"  # what was queued before goes first
+    assert sorted(code for code, _, _ in page.pushes[1:]) == [f"many-{n}" for n in range(5)]
+    assert sent_at_pause == [2, 3, 4, 5, 6]
+
+
 def test_a_flush_sends_only_what_its_own_thread_queued(tmp_path, teammates):
     """Events of several participants share a commit, and each flushes after it: one must
     not send what another event queued in a transaction that has not committed yet."""

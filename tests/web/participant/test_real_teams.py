@@ -14,6 +14,8 @@ from support.people import Person, play_round, practise, running, tick_until, to
 from support.teams import team_protocol
 from support.web import FakeClock, journey, make_app, rows
 
+from study.web.participant.real_teams import play
+
 
 def test_two_people_by_arrival_play_every_round_on_one_clock(tmp_path, teammates):
     clock = FakeClock()
@@ -305,3 +307,49 @@ def test_a_tick_at_a_deadline_reads_the_team_clock_through_indexes(tmp_path, tea
     for sql in reads:
         plan = [row[-1] for row in connection.execute(f"EXPLAIN QUERY PLAN {sql}")]
         assert all(step.startswith("SEARCH") or " USING " in step for step in plan), (sql, plan)
+
+
+def test_teams_on_one_clock_close_and_start_a_few_to_a_transaction(
+        tmp_path, teammates, monkeypatch):
+    """Teams formed together keep one clock: a tick at their deadline closes their rounds,
+    and one at their next start starts them, ``TEAMS_A_TURN`` teams to a commit, so the
+    messages that arrive meanwhile go in between; every team is brought up to the tick."""
+    monkeypatch.setattr(play, "TEAMS_A_TURN", 2)
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
+    people = [Person(app, f"mate-{n}") for n in range(6)]
+    for person in people:
+        practise(app, clock, person)
+    to_session(app, clock, people, 1)
+    (deadline,) = {row["deadline"] for row in rows(
+        app, "SELECT deadline FROM team_rounds WHERE closed_at IS NULL")}
+    connection = journey(app).storage.db.conn
+    for now, change in ((deadline, "UPDATE \"team_rounds\""),
+                        (deadline + team_break(app), "INSERT INTO \"team_rounds\"")):
+        statements: list[str] = []
+        connection.set_trace_callback(statements.append)
+        try:
+            journey(app).tick(now)
+        finally:
+            connection.set_trace_callback(None)
+        assert changes_per_commit(statements, change) == [2, 1], change
+    assert len(rows(app, "SELECT id FROM team_rounds WHERE closed_at IS NULL")) == 3
+
+
+def changes_per_commit(statements: list[str], change: str) -> list[int]:
+    """How many of the traced statements start with ``change``, commit by commit (the
+    commits that made none left out)."""
+    counts: list[int] = []
+    count = 0
+    for sql in statements:
+        count += sql.startswith(change)
+        if sql == "COMMIT" and count:
+            counts.append(count)
+            count = 0
+        elif sql == "COMMIT":
+            count = 0
+    return counts
+
+
+def team_break(app: Any) -> float:
+    return journey(app).protocol.team.break_seconds

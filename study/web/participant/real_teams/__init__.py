@@ -59,14 +59,19 @@ class RealTeams:
         return self.lobby.waiting_ids()
 
     def tick(self, now: float, reason: str = "deadline") -> set[int]:
-        """Timers, presence, round starts and ends, in the caller's transaction; ``reason``
-        is the rounds' close reason (``recovery`` at a server's start)."""
+        """Timers, presence, round starts and ends, in transactions of their own, a few
+        teams each (``TeamPlay.tick``); ``reason`` is the rounds' close reason
+        (``recovery`` at a server's start)."""
         if self.lobby is None or self.play is None:
             return set()
-        placed = self.lobby.form(now)
-        if placed:  # the people still waiting count fewer people here
-            placed |= self.lobby.waiting_ids()
-        return placed | self.play.tick(now, reason)
+        lobby = self.lobby
+
+        def form_teams() -> set[int]:
+            placed = lobby.form(now)
+            if placed:  # the people still waiting count fewer people here
+                placed |= lobby.waiting_ids()
+            return placed
+        return self.play.tick(now, reason, form_teams)
 
     def next_due(self, now: float) -> float | None:
         """When the teams next need the clock: a timer, a round start, or the watch."""

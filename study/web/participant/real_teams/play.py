@@ -45,6 +45,7 @@ def plays_agent(seat: dict[str, Any], session: int, number: int) -> bool:
 
 
 PRESENCE_SECONDS = 1.0  # how often presence is looked at: a grace is many seconds
+TEAMS_A_TURN = 4  # teams whose round closes or starts in one transaction of a tick
 
 
 class TeamPlay:
@@ -66,24 +67,37 @@ class TeamPlay:
 
     # --- the clock ----------------------------------------------------------------------
 
-    def tick(self, now: float, reason: str = "deadline") -> set[int]:
+    def tick(self, now: float, reason: str = "deadline",
+             first: Callable[[], set[int]] = set) -> set[int]:
         """Bring every team up to ``now``; returns the participants whose page changed.
-        Runs at every deadline and at least once a second while teams play, inside the
-        write transaction every message waits for: so indexes pick the rounds to close and
+        Runs at every deadline and at least once a second while teams play, in write
+        transactions every message waits for: so indexes pick the rounds to close and
         the rounds to start, and SQL the seats whose presence changed. What waits on people
         rather than on the clock (presence, a team between sessions waiting for its
         members) is looked at once a second at most by a tick at a deadline: scanning it
-        at every deadline held every message up for nothing. ``reason`` is how overdue
-        rounds close, as their people's rounds do."""
+        at every deadline held every message up for nothing. Teams formed together keep
+        one clock, so dozens of rounds fall due at once: each transaction closes or starts
+        the rounds of ``TEAMS_A_TURN`` teams, and the messages that arrive meanwhile go in
+        between. ``first`` runs in the first transaction (the lobby's timers); ``reason``
+        is how overdue rounds close, as their people's rounds do."""
         looks = self._presence_due(now, reason)
-        changed = self._presence(now) if looks else set()
-        for due in self.storage.all("SELECT * FROM team_rounds WHERE closed_at IS NULL AND "
-                                    "deadline <= ? ORDER BY deadline", (now,)):
-            changed |= self._close(due, now, reason)
-        for team in self._rounds_due(now):
-            changed |= self._start_round(team, now)
-        for team in self._between_sessions() if looks else []:
-            changed |= self._start_session_if_ready(team, now)
+        changed: set[int] = set()
+        opening, done = True, False
+        while not done:
+            with self.storage.event():
+                if opening:
+                    changed |= first() | (self._presence(now) if looks else set())
+                    opening = False
+                left = TEAMS_A_TURN
+                for due in self._rounds_to_close(now, left):
+                    changed |= self._close(due, now, reason)
+                    left -= 1
+                for team in self._rounds_due(now, left) if left else []:
+                    changed |= self._start_round(team, now)
+                    left -= 1
+                done = left > 0
+                for team in self._between_sessions() if done and looks else []:
+                    changed |= self._start_session_if_ready(team, now)
         return changed
 
     def _presence_due(self, now: float, reason: str) -> bool:
@@ -101,11 +115,17 @@ class TeamPlay:
     def active(self) -> bool:
         return self.storage.one("SELECT 1 FROM teams WHERE finished_at IS NULL") is not None
 
-    def _rounds_due(self, now: float) -> list[dict[str, Any]]:
-        """The playing teams whose next round is due (the index of the teams playing)."""
+    def _rounds_to_close(self, now: float, limit: int) -> list[dict[str, Any]]:
+        """The first ``limit`` open team rounds whose deadline passed (a partial index)."""
+        return self.storage.all("SELECT * FROM team_rounds WHERE closed_at IS NULL AND "
+                                "deadline <= ? ORDER BY deadline LIMIT ?", (now, limit))
+
+    def _rounds_due(self, now: float, limit: int) -> list[dict[str, Any]]:
+        """The first ``limit`` playing teams whose next round is due (the index of the
+        teams playing)."""
         return self.storage.all(
             "SELECT * FROM teams WHERE finished_at IS NULL AND next_round_at <= ? AND "
-            "protocol = ? ORDER BY next_round_at", (now, self.protocol.name))
+            "protocol = ? ORDER BY next_round_at LIMIT ?", (now, self.protocol.name, limit))
 
     def _between_sessions(self) -> list[dict[str, Any]]:
         """The teams between sessions with a member at the next session's step (the
