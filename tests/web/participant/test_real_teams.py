@@ -343,10 +343,8 @@ def changes_per_commit(statements: list[str], change: str) -> list[int]:
     count = 0
     for sql in statements:
         count += sql.startswith(change)
-        if sql == "COMMIT" and count:
-            counts.append(count)
-            count = 0
-        elif sql == "COMMIT":
+        if sql == "COMMIT":
+            counts += [count] if count else []
             count = 0
     return counts
 
