@@ -325,7 +325,8 @@ def test_teams_on_one_clock_close_and_start_a_few_to_a_transaction(
         app, "SELECT deadline FROM team_rounds WHERE closed_at IS NULL")}
     connection = journey(app).storage.db.conn
     for now, change in ((deadline, "UPDATE \"team_rounds\""),
-                        (deadline + team_break(app), "INSERT INTO \"team_rounds\"")):
+                        (deadline + journey(app).protocol.team.break_seconds,
+                         "INSERT INTO \"team_rounds\"")):
         statements: list[str] = []
         connection.set_trace_callback(statements.append)
         try:
@@ -347,7 +348,3 @@ def changes_per_commit(statements: list[str], change: str) -> list[int]:
             counts += [count] if count else []
             count = 0
     return counts
-
-
-def team_break(app: Any) -> float:
-    return journey(app).protocol.team.break_seconds
