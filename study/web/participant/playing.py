@@ -30,6 +30,8 @@ from study.web.participant.rejections import Rejected
 
 log = logging.getLogger(__name__)
 
+ROUNDS_A_TURN = 12  # overdue rounds closed in one transaction of a tick
+
 
 class TeammateTimes:
     """When the agent teammate finishes each cookie of a round: seeded by the round, so
@@ -212,14 +214,7 @@ class Rounds:
         """
         now = self.clock() if now is None else now
         with self.storage.durable_together():
-            with self.storage.event():  # one commit however many rounds fall due together
-                overdue = self.storage.all(
-                    "SELECT r.*, s.number AS session_number, p.code FROM rounds r "
-                    "JOIN sessions s ON s.id = r.session_id "
-                    "JOIN participants p ON p.id = r.participant_id "
-                    "WHERE r.closed_at IS NULL AND r.deadline <= ? ORDER BY r.deadline", (now,))
-                closed = [row for row in overdue
-                          if self._close_or_log(row, now, reason, alive_until)]
+            closed = self._close_overdue(now, reason, alive_until)
             changed = self.teams.tick(now, reason)  # the teams' timers, presence and rounds
         for row in closed:
             self.teammate_times.forget(row["id"])
@@ -228,6 +223,35 @@ class Rounds:
                 self.agent_team.form_team(row["participant_id"])
         self.outbox.push_states(changed)
         return len(closed)
+
+    def _close_overdue(self, now: float, reason: str,
+                       alive_until: float | None) -> list[dict[str, Any]]:
+        """Close the overdue rounds ``ROUNDS_A_TURN`` to a transaction: the members of
+        teams formed together share a deadline, and closing dozens in one commit held
+        every message back meanwhile. A round that failed to close is not tried again in
+        this tick."""
+        closed: list[dict[str, Any]] = []
+        failed: list[int] = []
+        while True:
+            with self.storage.event():
+                overdue = self._overdue(now, failed)
+                for row in overdue:
+                    if self._close_or_log(row, now, reason, alive_until):
+                        closed.append(row)
+                    else:
+                        failed.append(row["id"])
+            if len(overdue) < ROUNDS_A_TURN:
+                return closed
+
+    def _overdue(self, now: float, failed: list[int]) -> list[dict[str, Any]]:
+        """The first ``ROUNDS_A_TURN`` open rounds whose deadline passed, but ``failed``."""
+        return self.storage.all(
+            "SELECT r.*, s.number AS session_number, p.code FROM rounds r "
+            "JOIN sessions s ON s.id = r.session_id "
+            "JOIN participants p ON p.id = r.participant_id "
+            "WHERE r.closed_at IS NULL AND r.deadline <= ? AND r.id NOT IN "
+            f"({', '.join('?' * len(failed))}) ORDER BY r.deadline LIMIT ?",
+            (now, *failed, ROUNDS_A_TURN))
 
     def recover(self, alive_until: float | None) -> int:
         """At start, when no other server process is alive: close the rounds whose deadline

@@ -14,6 +14,7 @@ from support.people import Person, play_round, practise, running, tick_until, to
 from support.teams import team_protocol
 from support.web import FakeClock, journey, make_app, rows
 
+from study.web.participant import playing
 from study.web.participant.real_teams import play
 
 
@@ -335,6 +336,61 @@ def test_teams_on_one_clock_close_and_start_a_few_to_a_transaction(
             connection.set_trace_callback(None)
         assert changes_per_commit(statements, change) == [2, 1], change
     assert len(rows(app, "SELECT id FROM team_rounds WHERE closed_at IS NULL")) == 3
+
+
+def test_members_rounds_on_one_deadline_close_a_few_to_a_transaction(
+        tmp_path, teammates, monkeypatch):
+    """The members of teams formed together share a deadline: their own rounds close
+    ``ROUNDS_A_TURN`` to a commit, and every one of them closes in the tick."""
+    monkeypatch.setattr(playing, "ROUNDS_A_TURN", 4)
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
+    people = [Person(app, f"mate-{n}") for n in range(6)]
+    for person in people:
+        practise(app, clock, person)
+    to_session(app, clock, people, 1)
+    (deadline,) = {row["deadline"] for row in rows(
+        app, "SELECT deadline FROM rounds WHERE closed_at IS NULL")}
+    connection = journey(app).storage.db.conn
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    try:
+        closed = journey(app).rounds.tick(deadline)
+    finally:
+        connection.set_trace_callback(None)
+    assert closed == 6
+    assert changes_per_commit(statements, 'UPDATE "rounds"') == [4, 2]
+    assert rows(app, "SELECT id FROM rounds WHERE closed_at IS NULL") == []
+
+
+def test_a_round_that_fails_to_close_waits_for_the_next_tick_without_holding_others(
+        tmp_path, teammates, monkeypatch):
+    """A round whose closing raises is logged and left open; the tick still closes the
+    others, turn after turn, and stops; the next tick closes it."""
+    monkeypatch.setattr(playing, "ROUNDS_A_TURN", 2)
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
+    people = [Person(app, f"mate-{n}") for n in range(6)]
+    for person in people:
+        practise(app, clock, person)
+    to_session(app, clock, people, 1)
+    open_rounds = rows(app, "SELECT id, deadline FROM rounds WHERE closed_at IS NULL "
+                            "ORDER BY id")
+    stuck = open_rounds[0]["id"]
+    the_rounds = journey(app).rounds
+    close = the_rounds._close_round
+
+    def fail_for_stuck(row: dict[str, Any], *args: Any) -> bool:
+        if row["id"] == stuck:
+            raise RuntimeError("a fault in one round")
+        return close(row, *args)
+
+    monkeypatch.setattr(the_rounds, "_close_round", fail_for_stuck)
+    assert the_rounds.tick(open_rounds[0]["deadline"]) == 5
+    assert [row["id"] for row in rows(
+        app, "SELECT id FROM rounds WHERE closed_at IS NULL")] == [stuck]
+    monkeypatch.setattr(the_rounds, "_close_round", close)
+    assert the_rounds.tick(open_rounds[0]["deadline"] + 1) == 1
 
 
 def changes_per_commit(statements: list[str], change: str) -> list[int]:
