@@ -47,10 +47,11 @@ carries (500 for two workers at 1,000) and gives the row over that too: what a s
 process costs of its own.
 
 ``--repeat N`` runs the whole matrix N times, one configuration after another in each
-round, and gives every ratio the criteria are judged by (a later study's ack p95 over the
-first's, several workers over one, full durability over normal) in each round and their
-median: this machine's speed moves within minutes, and the same configuration's CPU a
-message has spread by a third between rows ten minutes apart.
+round, forwards in odd rounds and backwards in even ones, and gives every ratio the
+criteria are judged by (a later study's ack p95 over the first's, several workers over
+one, full durability over normal) in each round and their median: this machine's speed
+moves within minutes, and the same configuration's CPU a message has spread by a third
+between rows ten minutes apart.
 
 Several ``--protocol`` run in every configuration, one after the other; each one's ack p95
 is also given over the first's. Real teams of three against agent teammates (their lobby
@@ -600,9 +601,9 @@ def main(argv: list[str] | None = None) -> int:
                              "as an experimenter watching does")
     parser.add_argument("--repeat", type=positive, default=1, metavar="N",
                         help="run the whole matrix N times, one configuration after "
-                             "another in each round, and give every ratio of the criteria "
-                             "in each round and their median (the machine's speed moves "
-                             "within minutes)")
+                             "another in each round (backwards in even rounds), and give "
+                             "every ratio of the criteria in each round and their median "
+                             "(the machine's speed moves within minutes)")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep every configuration's database and server log in DIR")
     args = parser.parse_args(argv)
@@ -623,13 +624,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r.missing == 0 and r.lock_errors == 0 for rows in turns for r in rows) else 1
 
 
+def in_running_order(configs: list[Config], turn: int) -> list[Config]:
+    """The matrix in round ``turn``'s order: as given in odd rounds, backwards in even ones,
+    so a machine that slows (or speeds up) through a run counts against the early rows in
+    one round and the late ones in the next, not against the same rows (two workers, full
+    durability) every time."""
+    return configs if turn % 2 else configs[::-1]
+
+
 def run_rounds(args: argparse.Namespace, base: Path) -> list[list[Row]]:
-    """The matrix ``args.repeat`` times, one configuration after another in each round;
-    every row is printed as it ends."""
+    """The matrix ``args.repeat`` times, forwards and backwards in turn (``in_running_order``);
+    every row is printed as it ends, and each round's rows are kept in the matrix's order."""
     turns = []
     for turn in range(1, args.repeat + 1):
         rows = []
-        for config in matrix(args):
+        configs = matrix(args)
+        for config in in_running_order(configs, turn):
             name = (f"{config.study.stem}-{config.pace}-{config.durability}-"
                     f"{config.workers}w-{config.participants}-backup{config.backup_every:g}"
                     + (f"-round{turn}" if args.repeat > 1 else ""))
@@ -639,7 +649,7 @@ def run_rounds(args: argparse.Namespace, base: Path) -> list[list[Row]]:
             print(f"    {row.details()}", flush=True)
             for error, count in row.tally.errors.most_common(3):
                 print(f"    bot error x{count}: {error}", flush=True)
-        turns.append(rows)
+        turns.append(sorted(rows, key=lambda row: configs.index(row.config)))
     return turns
 
 

@@ -21,6 +21,7 @@ from benchmarks.load import (
     protocol_file,
     ratios,
     report,
+    run_rounds,
 )
 from study.bots.light import Tally
 
@@ -116,6 +117,29 @@ def test_a_report_of_rounds_gives_each_rounds_table_and_the_ratios_over_them(cap
         "the criteria's ratios, round by round")
     assert out.count(HEADER) == 2
     assert "teams3 over demo, normal, 1 worker(s), 1000: ack p95: 2.00, 1.50; median 1.75" in out
+
+
+def test_even_rounds_run_the_matrix_backwards_and_keep_its_order(monkeypatch, tmp_path):
+    """A machine that slows through a run counts against the late rows in one round and
+    the early ones in the next; each round's table still reads in the matrix's order."""
+    args = argparse.Namespace(backup_every=[0.0], durability=["normal", "full"],
+                              workers=[1, 2], participants=[1000], protocol=[DEMO],
+                              same_load=False, fast_workers=[], fast_participants=[],
+                              repeat=2)
+    ran: list[Config] = []
+
+    def run_config(config: Config, *_: object) -> Row:
+        ran.append(config)
+        return Row(config, np.array([3.0, 14.0, 27.0]), 1300, np.array([5.0, 35.0]), 1400,
+                   790.0, 0.87, 0.4, 0.2, 0.6, 2.0, 0, 0, Tally())
+
+    monkeypatch.setattr("benchmarks.load.run_config", run_config)
+    turns = run_rounds(args, tmp_path)
+    order = [(c.durability, c.workers) for c in ran]
+    forwards = [("normal", 1), ("normal", 2), ("full", 1), ("full", 2)]
+    assert order == forwards + forwards[::-1]
+    assert [[(r.config.durability, r.config.workers) for r in rows] for rows in turns] == [
+        forwards, forwards]
 
 
 def test_repeat_takes_a_whole_number_of_at_least_one(capsys):
