@@ -11,7 +11,7 @@ from support.web import DEMO, FakeClock
 
 from study.protocol.loader import load_protocol
 from study.storage.database import Storage
-from study.web.participant import outbox, withdrawal
+from study.web.participant import withdrawal
 from study.web.participant.journey import Journey
 from study.web.participant.outbox import Push, Unheard
 from study.web.participant.records import Records
@@ -48,11 +48,9 @@ def test_states_queued_in_a_transaction_are_pushed_after_it(tmp_path, teammates)
     assert len(page.pushes) == 2  # each push leaves once
 
 
-def test_pushed_states_leave_as_built_with_a_pause_after_every_few(
-        tmp_path, teammates, monkeypatch):
+def test_pushed_states_leave_one_at_a_time_with_a_pause_between(tmp_path, teammates):
     """A tick after teams formed together pushes dozens of states: each leaves as soon as
-    it is built, and the others' messages run after every ``STATES_A_PAUSE``."""
-    monkeypatch.setattr(outbox, "STATES_A_PAUSE", 2)
+    it is built, and the others' messages run before the next is built."""
     journey, page = journey_with_page(tmp_path, teammates)
     ids = {journey.enrol(f"many-{n}")["id"] for n in range(5)}
     sent_at_pause: list[int] = []
@@ -61,7 +59,7 @@ def test_pushed_states_leave_as_built_with_a_pause_after_every_few(
     journey.push_states(ids)
     assert page.pushes[0][0] == "before-1"  # what was queued before goes first
     assert sorted(code for code, _, _ in page.pushes[1:]) == [f"many-{n}" for n in range(5)]
-    assert sent_at_pause == [3, 5]  # after the second and the fourth state
+    assert sent_at_pause == [2, 3, 4, 5, 6]
 
 
 def test_a_flush_sends_only_what_its_own_thread_queued(tmp_path, teammates):
