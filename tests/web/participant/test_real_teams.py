@@ -7,6 +7,8 @@ fake clock and calling ``tick(now)``, never by sleeping.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -316,24 +318,13 @@ def test_teams_on_one_clock_close_and_start_a_few_to_a_transaction(
     and one at their next start starts them, ``TEAMS_A_TURN`` teams to a commit, so the
     messages that arrive meanwhile go in between; every team is brought up to the tick."""
     monkeypatch.setattr(play, "TEAMS_A_TURN", 2)
-    clock = FakeClock()
-    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
-    people = [Person(app, f"mate-{n}") for n in range(6)]
-    for person in people:
-        practise(app, clock, person)
-    to_session(app, clock, people, 1)
+    app = three_teams_in_their_first_session(tmp_path, teammates)
     (deadline,) = {row["deadline"] for row in rows(
         app, "SELECT deadline FROM team_rounds WHERE closed_at IS NULL")}
-    connection = journey(app).storage.db.conn
     for now, change in ((deadline, "UPDATE \"team_rounds\""),
                         (deadline + journey(app).protocol.team.break_seconds,
                          "INSERT INTO \"team_rounds\"")):
-        statements: list[str] = []
-        connection.set_trace_callback(statements.append)
-        try:
-            journey(app).tick(now)
-        finally:
-            connection.set_trace_callback(None)
+        statements = traced(app, partial(journey(app).tick, now))
         assert changes_per_commit(statements, change) == [2, 1], change
     assert len(rows(app, "SELECT id FROM team_rounds WHERE closed_at IS NULL")) == 3
 
@@ -343,22 +334,12 @@ def test_members_rounds_on_one_deadline_close_a_few_to_a_transaction(
     """The members of teams formed together share a deadline: their own rounds close
     ``ROUNDS_A_TURN`` to a commit, and every one of them closes in the tick."""
     monkeypatch.setattr(playing, "ROUNDS_A_TURN", 4)
-    clock = FakeClock()
-    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
-    people = [Person(app, f"mate-{n}") for n in range(6)]
-    for person in people:
-        practise(app, clock, person)
-    to_session(app, clock, people, 1)
+    app = three_teams_in_their_first_session(tmp_path, teammates)
     (deadline,) = {row["deadline"] for row in rows(
         app, "SELECT deadline FROM rounds WHERE closed_at IS NULL")}
-    connection = journey(app).storage.db.conn
-    statements: list[str] = []
-    connection.set_trace_callback(statements.append)
-    try:
-        closed = journey(app).rounds.tick(deadline)
-    finally:
-        connection.set_trace_callback(None)
-    assert closed == 6
+    closed: list[int] = []
+    statements = traced(app, lambda: closed.append(journey(app).rounds.tick(deadline)))
+    assert closed == [6]
     assert changes_per_commit(statements, 'UPDATE "rounds"') == [4, 2]
     assert rows(app, "SELECT id FROM rounds WHERE closed_at IS NULL") == []
 
@@ -368,12 +349,7 @@ def test_a_round_that_fails_to_close_waits_for_the_next_tick_without_holding_oth
     """A round whose closing raises is logged and left open; the tick still closes the
     others, turn after turn, and stops; the next tick closes it."""
     monkeypatch.setattr(playing, "ROUNDS_A_TURN", 2)
-    clock = FakeClock()
-    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
-    people = [Person(app, f"mate-{n}") for n in range(6)]
-    for person in people:
-        practise(app, clock, person)
-    to_session(app, clock, people, 1)
+    app = three_teams_in_their_first_session(tmp_path, teammates)
     open_rounds = rows(app, "SELECT id, deadline FROM rounds WHERE closed_at IS NULL "
                             "ORDER BY id")
     stuck = open_rounds[0]["id"]
@@ -391,6 +367,30 @@ def test_a_round_that_fails_to_close_waits_for_the_next_tick_without_holding_oth
         app, "SELECT id FROM rounds WHERE closed_at IS NULL")] == [stuck]
     monkeypatch.setattr(the_rounds, "_close_round", close)
     assert the_rounds.tick(open_rounds[0]["deadline"] + 1) == 1
+
+
+def three_teams_in_their_first_session(tmp_path: Any, teammates: Any) -> Any:
+    """Six people, practised and formed into teams together, in their first team
+    session: three teams on one clock."""
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
+    people = [Person(app, f"mate-{n}") for n in range(6)]
+    for person in people:
+        practise(app, clock, person)
+    to_session(app, clock, people, 1)
+    return app
+
+
+def traced(app: Any, action: Callable[[], object]) -> list[str]:
+    """The SQL statements ``action`` runs on the journey's connection."""
+    statements: list[str] = []
+    connection = journey(app).storage.db.conn
+    connection.set_trace_callback(statements.append)
+    try:
+        action()
+    finally:
+        connection.set_trace_callback(None)
+    return statements
 
 
 def changes_per_commit(statements: list[str], change: str) -> list[int]:
