@@ -326,8 +326,11 @@ class Journey:
                 rejection: Rejected, payload: Any) -> dict[str, Any]:
         if participant is not None:  # refusals of unknown senders are only counted
             try:
+                # an id that is not one (a lone surrogate SQLite cannot store, say) is
+                # left in the capped payload alone
                 self.storage.reject(participant["id"], event,
-                                    msg_id if isinstance(msg_id, str) else None,
+                                    msg_id if isinstance(msg_id, str) and MSG_ID.match(msg_id)
+                                    else None,
                                     rejection.reason, rejection.detail, payload, self.clock())
             except StorageUnavailable:  # a refusal is stored too: asked again once it can be
                 return unavailable()

@@ -124,6 +124,31 @@ def test_json_nested_too_deep_is_refused_with_an_ack(app):
     assert tab.emit("join", {"code": "deep-json"}, callback=True)["ok"]  # still connected
 
 
+def raw_packet(app: Any, tab: Any, event: str, payload_json: str) -> dict[str, Any]:
+    """Send ``payload_json`` as the text a browser would, past the test client's encoder."""
+    tab.callback_counter += 1
+    packet = f'2{tab.callback_counter}["{event}",{payload_json}]'
+    app.extensions["socketio"].server._handle_eio_message(tab.eio_sid, packet)
+    return tab.acks["args"][0]
+
+
+@pytest.mark.parametrize("number", ["NaN", "-Infinity", "1e400", "123456789012345678901234"])
+def test_numbers_outside_json_or_64_bits_are_refused_with_an_ack(app, number):
+    tab = at_practice(app, "odd-numbers")
+    reply = raw_packet(app, tab, "start_round", f'{{"msg_id":"odd-00001","round":{number}}}')
+    assert reply["ok"] is False and reply["reason"] == "malformed", reply
+    logged = storage(app).one("SELECT * FROM rejections ORDER BY id DESC LIMIT 1")
+    assert (logged["event"], logged["reason"]) == ("start_round", "malformed")
+
+
+def test_a_lone_surrogate_is_refused_and_its_payload_kept(app):
+    tab = at_practice(app, "surrogates")
+    reply = raw_packet(app, tab, "start_round", r'{"msg_id":"\ud800-bad-id","round":1}')
+    assert reply["ok"] is False and reply["reason"] == "missing-msg-id", reply
+    logged = storage(app).one("SELECT * FROM rejections ORDER BY id DESC LIMIT 1")
+    assert r"\ud800" in logged["payload"]
+
+
 def test_a_flood_from_a_joined_tab_is_cut_off(app):
     tab = at_practice(app, "flooder-1")
     replies = [tab.emit("start_round", {"msg_id": msg(), "round": 99}, callback=True)
