@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import sqlite_utils
 
 from study.storage.checkpointer import FALLBACK_PAGES, INTERVAL_SECONDS, Checkpointer
@@ -212,7 +213,14 @@ REJECTIONS_KEPT = 5
 
 
 def to_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    """Compact JSON. Every message's packets, size check and stored content are written
+    here, and orjson writes them several times faster than the standard library (issue
+    #29); what orjson refuses (integers past 64 bits, keys that are not strings, nesting
+    past 254 levels, lone surrogates) the standard library writes as before."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, separators=(",", ":"))
 
 
 def _capped_json(payload: Any) -> str:

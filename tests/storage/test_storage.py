@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 from support.web import DEMO, make_app
 
 from study.exports.bonus import RECORD_SCHEMA as BONUS_SCHEMA
-from study.storage.database import SCHEMA, SERVER_SCHEMA, TEAM_SCHEMA, Storage
+from study.storage.database import SCHEMA, SERVER_SCHEMA, TEAM_SCHEMA, Storage, to_json
 from study.web import create_app
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "database.md"
@@ -180,3 +181,14 @@ def test_a_unique_index_of_one_column_stays(storage):
                       "VALUES (1, 'b', 1.0, ?) ON CONFLICT (participant_id) DO UPDATE SET "
                       "seen_at = excluded.seen_at", (seen,))
     assert storage.one("SELECT seen_at FROM bindings")["seen_at"] == 2.0
+
+
+@pytest.mark.parametrize("value", [
+    {"round": 3, "content": [1, 2.5, "é", None, True]},
+    {"big": 2**70}, {1: "key not a string"}, ["\ud800"], [[[[]]]] * 3,
+    json.loads("[" * 400 + "]" * 400),
+])
+def test_to_json_reads_back_as_the_value_and_is_compact(value):
+    text = to_json(value)
+    assert json.loads(text) == json.loads(json.dumps(value))
+    assert ", " not in text and ": " not in text

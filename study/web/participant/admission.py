@@ -17,7 +17,6 @@ Redis, and in each process while Redis is away, the buckets live in memory alone
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -27,6 +26,7 @@ from typing import Any
 
 import redis
 
+from study.storage.database import to_json
 from study.web.console.holds import check_hold
 from study.web.participant.rejections import Rejected
 from study.web.serving.queue import POOL_CONNECTIONS
@@ -181,7 +181,7 @@ class SharedRateLimiter:
 def payload_size(payload: Any) -> int:
     """Bytes of the payload as JSON (what arrived, give or take the framing)."""
     try:
-        return len(json.dumps(payload, separators=(",", ":")).encode())
+        return len(to_json(payload).encode())
     except (TypeError, ValueError):
         return MAX_PAYLOAD_BYTES + 1
 

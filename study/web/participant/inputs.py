@@ -13,6 +13,9 @@ import json
 import re
 from typing import Any
 
+import orjson
+
+from study.storage.database import to_json
 from study.web.participant.rejections import Rejected
 
 # Ids and counts a message may carry: positive and within SQLite's and JavaScript's exact
@@ -36,12 +39,21 @@ def whole(value: Any, name: str, low: int = 1, high: int = LARGEST_ID) -> int:
 
 
 class PacketJSON:
-    """The ``json`` module python-socketio decodes packets with (``dumps`` and ``loads``)."""
+    """The ``json`` module python-socketio encodes and decodes packets with: orjson, and the
+    standard library for the text orjson refuses (``NaN``, lone surrogates, nesting past
+    1,024 levels), so a packet is read as it always was and refused with an ack."""
 
-    dumps = staticmethod(json.dumps)
+    @staticmethod
+    def dumps(value: Any, **kwargs: Any) -> str:
+        return to_json(value)  # python-socketio asks for compact separators: the same
 
     @staticmethod
     def loads(text: str | bytes, **kwargs: Any) -> Any:
+        if not kwargs:
+            try:
+                return orjson.loads(text)
+            except orjson.JSONDecodeError:
+                pass
         try:
             return json.loads(text, **kwargs)
         except RecursionError:
