@@ -27,7 +27,11 @@ of three at 1,000 people, holding every commit back once it had the lock and sle
 readers (a quarter of the slowest acknowledgements fell in one, issue #29). So the
 connection has no busy handler: a restart that finds the lock or a reader taken returns at
 once, and is asked again every ``RESTART_RETRY_SECONDS`` for up to
-``RESTART_WAIT_SECONDS``; commits wait only while one copies and syncs."""
+``RESTART_WAIT_SECONDS``; commits wait only while one copies and syncs.
+
+Where several processes share the file, one of them checkpoints (``turn``: the round
+scheduler's lease holder): each copy of a page rewritten within the second is work done
+again, and two processes' checkpoints a second copied the busy pages twice."""
 
 from __future__ import annotations
 
@@ -71,11 +75,14 @@ class Checkpointer:
     native thread, until stopped (at the latest when the interpreter exits: a native
     thread still using SQLite as the interpreter is taken down crashes it). ``runs`` counts
     the checkpoints made, ``restarts`` the logs started over, ``last`` is the latest
-    checkpoint's outcome (``checkpoint``)."""
+    checkpoint's outcome (``checkpoint``). ``turn``, if given, says at each interval whether
+    this process is the one to checkpoint (read on the thread: it must not block)."""
 
-    def __init__(self, path: Path, interval: float = INTERVAL_SECONDS) -> None:
+    def __init__(self, path: Path, interval: float = INTERVAL_SECONDS,
+                 turn: Callable[[], bool] | None = None) -> None:
         self.path = path
         self.interval = interval
+        self.turn = turn
         self.runs = 0
         self.restarts = 0  # logs started over
         self.last: tuple[int, int, int] | None = None
@@ -133,7 +140,8 @@ class Checkpointer:
         connection = sqlite3.connect(str(self.path), isolation_level=None, timeout=0)
         try:
             while not self._wake.acquire(timeout=self.interval):
-                self.checkpoint_or_log(connection)
+                if self.turn is None or self.turn():
+                    self.checkpoint_or_log(connection)
         finally:
             connection.close()
             self._alive.release()

@@ -381,12 +381,14 @@ class Storage:
         with self.lock:
             self.db.close()
 
-    def checkpoint_in_background(self, interval: float = INTERVAL_SECONDS) -> Checkpointer:
-        """Hand the log's checkpoints to a thread (``study.storage.checkpointer``): a
-        commit then checkpoints only a log grown past ``FALLBACK_PAGES``."""
+    def checkpoint_in_background(self, interval: float = INTERVAL_SECONDS,
+                                 turn: Callable[[], bool] | None = None) -> Checkpointer:
+        """Hand the log's checkpoints to a thread (``study.storage.checkpointer``), which
+        checkpoints whenever ``turn`` says so (always, without it): a commit then
+        checkpoints only a log grown past ``FALLBACK_PAGES``."""
         with self.lock:
             self.db.execute(f"PRAGMA wal_autocheckpoint={FALLBACK_PAGES}")
-        self.checkpointer = Checkpointer(self.path, interval)
+        self.checkpointer = Checkpointer(self.path, interval, turn)
         self.checkpointer.start()
         return self.checkpointer
 

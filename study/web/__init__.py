@@ -86,8 +86,9 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
     error_pages.init_app(app)  # 404, 500, 503 in the study's language
     recover(journey, processes)
     if app.config["SCHEDULER"]:
-        storage.checkpoint_in_background()
         scheduler = Scheduler(journey, processes)
+        # One process checkpoints the shared log: the one that closes the rounds.
+        storage.checkpoint_in_background(turn=lambda: scheduler.holding)
         app.extensions["scheduler"] = scheduler
         scheduler.start()
     return app
