@@ -67,6 +67,30 @@ def test_the_thread_copies_the_whole_log_into_the_database(tmp_path: Path) -> No
         time.sleep(0.05)
 
 
+
+def test_of_two_processes_sharing_the_file_the_one_whose_turn_it_is_checkpoints(
+        tmp_path: Path) -> None:
+    """As the round scheduler's lease passes from one process to another, so do the
+    checkpoints: a page rewritten in the second is copied once, not by each."""
+    holder = {"first": True}
+    first = Storage(tmp_path / "study.sqlite", durability="normal")
+    second = Storage(tmp_path / "study.sqlite", durability="normal")
+    checkpointers = {
+        "first": first.checkpoint_in_background(0.02, lambda: holder["first"]),
+        "second": second.checkpoint_in_background(0.02, lambda: not holder["first"]),
+    }
+    for turn in ("first", "second"):
+        holder["first"] = turn == "first"
+        other = checkpointers["second" if turn == "first" else "first"]
+        others_runs, runs = other.runs, checkpointers[turn].runs
+        fill_log(first, 50)
+        while checkpointers[turn].runs < runs + 2:
+            time.sleep(0.02)
+        assert other.runs <= others_runs + 1  # one that may have begun as the turn passed
+        assert checkpointers[turn].last[2] == checkpointers[turn].last[1] > 0  # all copied
+    first.close()
+    second.close()
+
 @pytest.fixture
 def short_restart(monkeypatch: pytest.MonkeyPatch) -> int:
     """A log past 100 pages is started over (``RESTART_PAGES``, 4,000 in a server)."""
