@@ -1,6 +1,6 @@
 """CPU time a server's processes and the whole machine used in a benchmark's window, the
-time the server's processes waited for one another's write lock in it, and held it, and
-the memory they held at its end."""
+time the server's processes waited for one another's write lock in it, and held it, their
+syncs of the log and the time those took, and the memory they held at its end."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 
@@ -45,17 +46,30 @@ def largest_resident_mb(group: int) -> dict[str, float]:
     return largest
 
 
-def lock_times_so_far(database: Path) -> tuple[float, float]:
-    """Seconds the live server processes of ``database`` waited for another's write lock,
-    and held it, as their last heartbeats recorded (``processes.lock_wait``,
-    ``lock_held``)."""
+class Heartbeats(NamedTuple):
+    """What the server's processes' heartbeats record (``processes``), summed over them:
+    seconds waited for another's write lock and held it, syncs of the log run under full
+    durability and the seconds they took."""
+
+    lock_wait: float
+    lock_held: float
+    syncs: float
+    sync_seconds: float
+
+
+UNKNOWN = Heartbeats(*[float("nan")] * len(Heartbeats._fields))
+
+
+def heartbeats_so_far(database: Path) -> Heartbeats:
+    """The live server processes of ``database``'s totals, as their last heartbeats
+    recorded them."""
+    columns = ", ".join(f"coalesce(sum({name}), 0)" for name in Heartbeats._fields)
     try:
         with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5) as connection:
-            row = connection.execute("SELECT coalesce(sum(lock_wait), 0), "
-                                     "coalesce(sum(lock_held), 0) FROM processes").fetchone()
+            row = connection.execute(f"SELECT {columns} FROM processes").fetchone()
     except sqlite3.Error:
-        return float("nan"), float("nan")
-    return float(row[0]), float(row[1])
+        return UNKNOWN
+    return Heartbeats(*map(float, row))
 
 
 class CpuWindow:
@@ -65,7 +79,7 @@ class CpuWindow:
     def __init__(self, group: int, start: float, end: float,
                  database: Path | None = None) -> None:
         self.samples: list[tuple[Counter[str], float]] = []
-        self.lock_samples: list[tuple[float, float]] = []
+        self.heartbeat_samples: list[Heartbeats] = []
         self.memory_mb: dict[str, float] = {}  # at the window's end, by program
         self._thread = threading.Thread(target=self._sample,
                                         args=(group, database, (start, end)), daemon=True)
@@ -77,16 +91,16 @@ class CpuWindow:
             time.sleep(max(0.0, moment - time.time()))
             self.samples.append(used_so_far(group))
             if database is not None:
-                self.lock_samples.append(lock_times_so_far(database))
+                self.heartbeat_samples.append(heartbeats_so_far(database))
         self.memory_mb = largest_resident_mb(group)
 
-    def lock_times(self) -> tuple[float, float]:
-        """Seconds the server's processes waited for one another's write lock, and held
-        it, in the window (NaN if not sampled); call after ``used``."""
-        if len(self.lock_samples) != 2:
-            return float("nan"), float("nan")
-        (waited0, held0), (waited1, held1) = self.lock_samples
-        return waited1 - waited0, held1 - held0
+    def heartbeats(self) -> Heartbeats:
+        """What the server's processes' heartbeats added in the window (NaN if not
+        sampled); call after ``used``."""
+        if len(self.heartbeat_samples) != 2:
+            return UNKNOWN
+        first, last = self.heartbeat_samples
+        return Heartbeats(*(end - start for start, end in zip(first, last, strict=True)))
 
     def used(self, timeout: float = 30.0) -> tuple[Counter[str], float]:
         """CPU seconds of the group's programs and of the machine in the window (none and

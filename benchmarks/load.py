@@ -76,7 +76,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.console import ConsoleViewers
-from benchmarks.cpu import CORES, CpuWindow
+from benchmarks.cpu import CORES, CpuWindow, Heartbeats
 from benchmarks.floor import HEADER as FLOOR_HEADER
 from benchmarks.floor import FloorRow, Teams, run_floor
 from study.bots.audit import missing_acknowledged
@@ -134,6 +134,9 @@ class Row:
     lock_wait_share: float = float("nan")
     # share of the window the workers together held the write lock (at most 1)
     lock_held_share: float = float("nan")
+    # syncs of the log a message handled, and their mean time (full durability only)
+    syncs_per_message: float = float("nan")
+    sync_ms: float = float("nan")
     console: str = ""  # the console's live views open in the run (``--console``)
     # the largest process of each program's resident memory at the window's end, MB
     memory_mb: dict[str, float] = field(default_factory=dict)
@@ -162,9 +165,17 @@ class Row:
                 f"{t.progress_sent}, {self.pushes_seen()}, server CPU ms a message by "
                 f"program: {self.by_program()}, the write lock held by the workers "
                 f"together {self.lock_held_share:.1%} of the window, waiting for another "
-                f"worker's {self.lock_wait_share:.1%} of a worker's time, "
+                f"worker's {self.lock_wait_share:.1%} of a worker's time, {self.syncs()}"
                 f"resent after a timeout {t.resent}, reconnects "
                 f"{t.reconnects}, refused: {refused}{self.memory()}{self.console}")
+
+    def syncs(self) -> str:
+        """The log's syncs, under full durability: how often the commits waited for the
+        disk, and how long (a slow disk's tail shows here, not in the CPU)."""
+        if not self.syncs_per_message > 0:
+            return ""
+        return (f"syncs of the log {self.syncs_per_message:.2f} a message, "
+                f"{self.sync_ms:.2f} ms each on average, ")
 
     def memory(self) -> str:
         if not self.memory_mb:
@@ -267,12 +278,12 @@ def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row
         time.sleep(1.0)  # the last rounds of the window close
     finally:
         server.stop()
-    row = summarise(config, plan, report, cpu.used(), cpu.lock_times(), db, server.output())
+    row = summarise(config, plan, report, cpu.used(), cpu.heartbeats(), db, server.output())
     return replace(row, console=viewers.summary(), memory_mb=cpu.memory_mb)
 
 
 def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
-              cpu: tuple[Counter[str], float], lock_times: tuple[float, float], db: Path,
+              cpu: tuple[Counter[str], float], heartbeats: Heartbeats, db: Path,
               server_log: str) -> Row:
     window = plan.end - plan.measure_from
     # Every acknowledged cookie once, from its first send: one answered as a duplicate was
@@ -308,7 +319,10 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
                 answered / (window * config.participants)),
                pushes_owed(db, plan.measure_from, plan.end) / max(messages, 1),
                {name: 1000 * seconds / max(messages, 1) for name, seconds in programs.items()},
-               lock_times[0] / (window * config.workers), lock_times[1] / window)
+               heartbeats.lock_wait / (window * config.workers),
+               heartbeats.lock_held / window, heartbeats.syncs / max(messages, 1),
+               1000 * heartbeats.sync_seconds / heartbeats.syncs if heartbeats.syncs
+               else float("nan"))
 
 
 def station_pushes(db: Path, start: float, end: float) -> dict[int, int]:

@@ -488,6 +488,10 @@ CODEBOOK: tuple[Table, ...] = (
                "lock, as of its latest heartbeat", units="s"),
         Column("lock_held", "REAL", "time it held the write lock (its transactions, from "
                "the lock taken to the commit), as of its latest heartbeat", units="s"),
+        Column("syncs", "INTEGER", "syncs of the write-ahead log it ran under full "
+               "durability, as of its latest heartbeat (0 under normal)"),
+        Column("sync_seconds", "REAL", "time those syncs took, from asking to the answer: "
+               "what the commits they covered waited for the disk", units="s"),
     )),
     Table("leases", "a role exactly one server process holds at a time", (
         Column("name", "TEXT", "the role (primary key)", allowed="round-scheduler"),

@@ -194,7 +194,8 @@ TEAM_INDEXES = (("seats", ["team_id", "seat"], True), ("seats", ["participant_id
 # alive, which one holds the round scheduler's lease, which connections each serves.
 SERVER_SCHEMA: dict[str, tuple[dict[str, type], str]] = {
     "processes": ({"id": TEXT, "pid": INT, "host": TEXT, "started_at": REAL,
-                   "last_seen": REAL, "lock_wait": REAL, "lock_held": REAL}, "id"),
+                   "last_seen": REAL, "lock_wait": REAL, "lock_held": REAL,
+                   "syncs": INT, "sync_seconds": REAL}, "id"),
     "leases": ({"name": TEXT, "holder": TEXT, "expires_at": REAL, "renewed_at": REAL}, "name"),
     "connections": ({"sid": TEXT, "process": TEXT, "code": TEXT, "at": REAL}, "sid"),
     "counters": ({"name": TEXT, "count": INT, "at": REAL}, "name"),
@@ -372,6 +373,13 @@ class Storage:
         for column, kind in columns.items():
             if column not in present:
                 self.db[table].add_column(column, kind)
+
+    def syncs(self) -> tuple[int, float]:
+        """The log's syncs so far under full durability and the seconds the commits waited
+        for them (none under normal durability, whose commits wait for no disk)."""
+        if self.wal_sync is None:
+            return 0, 0.0
+        return self.wal_sync.syncs, self.wal_sync.seconds
 
     def close(self) -> None:
         if self.checkpointer is not None:

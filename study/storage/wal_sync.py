@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,7 +42,10 @@ def fsync_file(path: Path) -> None:
 class WalSync:
     """Commits are numbered as they are made (``committed``); ``wait`` returns once a sync
     that began after a commit has ended (``synced``), and raises ``StorageUnavailable`` if
-    the sync that was to cover it failed. ``syncs`` counts the fsyncs run.
+    the sync that was to cover it failed. ``syncs`` counts the fsyncs run and ``seconds``
+    the time they took, from asking to the answer: what the commits they covered waited
+    for the disk (the heartbeat records both, so a slow disk shows beside the lock's
+    waits).
 
     The first waiter with no sync under way runs one for every commit so far, and those
     that commit meanwhile wait for the next. In a gevent worker the fsync itself is a
@@ -56,6 +60,7 @@ class WalSync:
         self.committed = 0
         self.synced = 0
         self.syncs = 0
+        self.seconds = 0.0
         self.failed: tuple[int, BaseException] | None = None  # up to which commit, why
         self._syncing = False
         self._condition = threading.Condition()
@@ -98,6 +103,7 @@ class WalSync:
         """One sync for every commit up to ``target``; whatever ends it, the waiters learn
         how (a failure fails every commit it was to cover)."""
         error: BaseException | None = None
+        asked = time.monotonic()
         try:
             self.sync(self.wal)
         except BaseException as failure:
@@ -107,6 +113,7 @@ class WalSync:
             with self._condition:
                 self._syncing = False
                 self.syncs += 1
+                self.seconds += time.monotonic() - asked
                 if error is None:
                     self.synced = max(self.synced, target)
                 else:

@@ -1,4 +1,4 @@
-"""The load benchmark's window on the server's write lock (``benchmarks.cpu``)."""
+"""The load benchmark's window on the server's write lock and syncs (``benchmarks.cpu``)."""
 
 from __future__ import annotations
 
@@ -12,26 +12,28 @@ from benchmarks import cpu
 from study.storage.database import Storage
 
 
-def test_the_lock_times_are_the_live_processes_heartbeats_summed(tmp_path):
+def test_the_heartbeats_are_the_live_processes_totals_summed(tmp_path):
     database = tmp_path / "study.sqlite"
     storage = Storage(database)
     with storage.event() as db:
-        for number, (waited, held) in enumerate([(1.5, 2.0), (0.5, 4.25)]):
+        for number, (waited, held, syncs, seconds) in enumerate([(1.5, 2.0, 3, 0.25),
+                                                                 (0.5, 4.25, 5, 0.5)]):
             db["processes"].insert({"id": f"p{number}", "pid": number, "last_seen": 0.0,
-                                    "lock_wait": waited, "lock_held": held})
-    assert cpu.lock_times_so_far(database) == (2.0, 6.25)
-    assert all(math.isnan(t) for t in cpu.lock_times_so_far(tmp_path / "none.sqlite"))
+                                    "lock_wait": waited, "lock_held": held,
+                                    "syncs": syncs, "sync_seconds": seconds})
+    assert cpu.heartbeats_so_far(database) == (2.0, 6.25, 8.0, 0.75)
+    assert all(math.isnan(t) for t in cpu.heartbeats_so_far(tmp_path / "none.sqlite"))
 
 
-def test_the_window_gives_what_was_waited_and_held_between_its_two_samples(tmp_path,
+def test_the_window_gives_what_the_heartbeats_added_between_its_two_samples(tmp_path,
                                                                             monkeypatch):
-    samples = iter([(2.0, 6.25), (2.5, 7.0)])
-    monkeypatch.setattr(cpu, "lock_times_so_far", lambda _database: next(samples))
+    samples = iter([cpu.Heartbeats(2.0, 6.25, 10, 0.5), cpu.Heartbeats(2.5, 7.0, 30, 0.75)])
+    monkeypatch.setattr(cpu, "heartbeats_so_far", lambda _database: next(samples))
     now = time.time()
     window = cpu.CpuWindow(os.getpgid(0), now, now, tmp_path / "study.sqlite")
     server, _ = window.used()
     assert server  # this test's own process group used some CPU
-    assert window.lock_times() == (0.5, 0.75)
+    assert window.heartbeats() == (0.5, 0.75, 20, 0.25)
 
 
 def test_the_largest_process_of_each_program_gives_its_resident_memory():

@@ -40,6 +40,16 @@ def test_a_row_fills_every_column_of_the_table_with_the_write_lock_held():
     assert "resident" not in row.details()  # not sampled
 
 
+def test_a_row_under_full_durability_gives_the_logs_syncs_and_normal_none():
+    figures = (np.array([3.0, 14.0, 27.0]), 1300, np.array([5.0, 35.0]), 1400, 790.0, 0.87,
+               0.4, 0.2, 0.6, 2.0, 0, 0, Tally())
+    full = Row(Config("human", DEMO, 1, 1000, "full"), *figures, syncs_per_message=0.25,
+               sync_ms=0.312)
+    assert "syncs of the log 0.25 a message, 0.31 ms each on average, " in full.details()
+    normal = Row(Config("human", DEMO, 1, 1000, "normal"), *figures, syncs_per_message=0.0)
+    assert "syncs" not in normal.details()
+
+
 def test_a_row_gives_each_programs_largest_process_memory():
     row = Row(Config("human", TEAMS3, 2, 1000, "normal"), np.array([3.0, 14.0, 27.0]), 1300,
               np.array([5.0, 35.0]), 1400, 1090.0, 0.9, 0.4, 0.2, 0.6, 2.0, 0, 0, Tally(),

@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -116,12 +117,27 @@ def test_events_made_durable_together_share_one_sync_at_the_end(tmp_path):
     assert sync.runs == 2 and "after" in sync.durable
 
 
+def test_the_seconds_the_syncs_took_are_counted_for_the_heartbeat(tmp_path):
+    storage = Storage(tmp_path / "study.sqlite")
+    syncs, seconds = storage.syncs()
+
+    def slow(wal: Path) -> None:
+        time.sleep(0.05)  # a disk that takes its time
+        fsync_file(wal)
+
+    storage.wal_sync.sync = slow
+    for code in ("first", "second"):
+        insert_participant(storage, code)
+    after, waited = storage.syncs()
+    assert after == syncs + 2 and waited - seconds >= 0.1
+
+
 def test_normal_durability_runs_no_sync_of_its_own(tmp_path):
     storage = Storage(tmp_path / "study.sqlite", durability="normal")
     assert storage.wal_sync is None
     insert_participant(storage, "normal")
     storage.wait_durable()  # nothing to wait for
-    assert stored_codes(storage.path) == {"normal"}
+    assert stored_codes(storage.path) == {"normal"} and storage.syncs() == (0, 0.0)
 
 
 def test_a_refusal_counted_only_still_waits_for_what_it_reports(tmp_path):

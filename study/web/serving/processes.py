@@ -52,15 +52,17 @@ class Processes:
 
     def beat(self) -> bool:
         """Write this process's heartbeat (with the seconds it has held the write lock and
-        waited for another's) and renew or take the scheduler's lease; returns
-        whether this process holds the lease. One transaction, so two processes never both
-        take a lapsed lease."""
+        waited for another's, and its syncs of the log and their seconds) and renew or
+        take the scheduler's lease; returns whether this process holds the lease. One
+        transaction, so two processes never both take a lapsed lease."""
         now = self.clock()
+        syncs, sync_seconds = self.storage.syncs()
         with self.storage.event() as db:
             db["processes"].upsert({"id": self.id, "pid": os.getpid(),
                                     "host": socket.gethostname(), "last_seen": now,
                                     "lock_wait": self.storage.lock_wait,
-                                    "lock_held": self.storage.lock_held}, pk="id")
+                                    "lock_held": self.storage.lock_held,
+                                    "syncs": syncs, "sync_seconds": sync_seconds}, pk="id")
             db.execute("UPDATE processes SET started_at = ? WHERE id = ? AND started_at IS "
                        "NULL", (now, self.id))
             lease = self.storage.one("SELECT * FROM leases WHERE name = ?", (SCHEDULER_LEASE,))

@@ -198,6 +198,19 @@ def test_the_time_a_process_held_the_write_lock_goes_into_the_heartbeat(tmp_path
     assert row == {"lock_held": recorded} and storage.lock_held > recorded
 
 
+@pytest.mark.parametrize("durability", ["full", "normal"])
+def test_the_logs_syncs_and_their_seconds_go_into_the_heartbeat(tmp_path, durability):
+    storage = Storage(tmp_path / "study.sqlite", durability=durability)
+    processes = Processes(storage, Clock())
+    processes.beat()
+    syncs, seconds = storage.syncs()  # as the next beat finds them: its own sync comes after
+    processes.beat()
+    row = storage.one("SELECT syncs, sync_seconds FROM processes WHERE id = ?",
+                      (processes.id,))
+    assert row == {"syncs": syncs, "sync_seconds": seconds}
+    assert (syncs > 0 and seconds > 0) if durability == "full" else (syncs, seconds) == (0, 0)
+
+
 def test_the_time_waited_for_another_processs_write_lock_goes_into_the_heartbeat(
         tmp_path, monkeypatch):
     path = tmp_path / "study.sqlite"
