@@ -92,7 +92,10 @@ def init_app(app: Flask) -> None:
     app.config.setdefault("RATELIMIT_STORAGE_URI", app.config.get("MESSAGE_QUEUE")
                           or "memory://")
     # Redis away: each process limits on its own until it is back (pages keep loading).
+    # A request already asking Redis when another turned the limits over to memory fails
+    # on Redis all the same; it is let through uncounted, and the next are limited in memory.
     app.config.setdefault("RATELIMIT_IN_MEMORY_FALLBACK_ENABLED", True)
+    app.config.setdefault("RATELIMIT_SWALLOW_ERRORS", True)
     app.config.setdefault("RATELIMIT_KEY_PREFIX", f"study-{app.extensions['study'].protocol.name}")
     limiter.init_app(app)
     app.jinja_env.globals["csp_nonce"] = nonce

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import requests
 import socketio
-from support.web import DEMO, FakeClock
+from support.web import DEMO, FakeClock, make_app
 
 from study.bots.servers import ServeProcess, free_port, quick_protocol
 from study.web.participant.admission import (
@@ -22,6 +23,7 @@ from study.web.participant.admission import (
     RESERVE_SHARE,
     Admission,
 )
+from study.web.serving import security
 
 
 def shared(url: str, clock: FakeClock) -> Admission:
@@ -152,3 +154,24 @@ def test_a_flood_split_over_two_processes_is_limited_as_one(tmp_path: Path, redi
     # A tab that displaced one still open elsewhere starts with a reserve, not a bucket.
     assert passed_second <= reserve + RATE * seconds_second + 1, (passed_second,
                                                                    seconds_second)
+
+
+def test_a_page_loads_while_the_rate_limit_store_fails_under_a_request(tmp_path: Path,
+                                                                      teammates, clock):
+    """Redis going away under requests in flight (gevent runs others while one waits for
+    Redis): another request finds it gone and turns the page limits over to memory while
+    this one is still asking Redis, then this one fails on Redis too. It still gets its
+    page, as it would from memory."""
+    expected = make_app(tmp_path / "memory", teammates, clock).test_client().get("/p/unknown")
+    app = make_app(tmp_path, teammates, clock,  # the limiter is the module's: this app's now
+                   RATELIMIT_STORAGE_URI=f"redis://127.0.0.1:{free_port()}/0")
+    limiter = security.limiter
+
+    def gone_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        limiter._storage_dead = True  # another request's doing, while this one waited
+        raise redis.ConnectionError("Connection refused")
+
+    for call in ("get", "incr", "get_expiry"):
+        setattr(limiter._storage, call, gone_meanwhile)
+    response = app.test_client().get("/p/unknown")
+    assert response.status_code == expected.status_code != 500
