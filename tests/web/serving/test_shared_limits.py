@@ -156,8 +156,8 @@ def test_a_flood_split_over_two_processes_is_limited_as_one(tmp_path: Path, redi
                                                                    seconds_second)
 
 
-def test_a_page_loads_while_the_rate_limit_store_fails_under_a_request(tmp_path: Path,
-                                                                      teammates, clock):
+def test_a_page_loads_while_the_rate_limit_store_fails_under_a_request(
+        tmp_path: Path, teammates, clock, monkeypatch: pytest.MonkeyPatch):
     """Redis going away under requests in flight (gevent runs others while one waits for
     Redis): another request finds it gone and turns the page limits over to memory while
     this one is still asking Redis, then this one fails on Redis too. It still gets its
@@ -166,6 +166,7 @@ def test_a_page_loads_while_the_rate_limit_store_fails_under_a_request(tmp_path:
     app = make_app(tmp_path, teammates, clock,  # the limiter is the module's: this app's now
                    RATELIMIT_STORAGE_URI=f"redis://127.0.0.1:{free_port()}/0")
     limiter = security.limiter
+    monkeypatch.setattr(limiter, "_storage_dead", False)  # the module's: restored after
 
     def gone_meanwhile(*args: Any, **kwargs: Any) -> Any:
         limiter._storage_dead = True  # another request's doing, while this one waited
