@@ -17,19 +17,33 @@ import psutil
 CORES = psutil.cpu_count() or 1
 
 
-def used_so_far(group: int) -> tuple[Counter[str], float]:
+class Usage(NamedTuple):
+    """CPU seconds used so far: by the server's programs, by each of its processes, and by
+    the whole machine."""
+
+    programs: Counter[str]
+    processes: Counter[tuple[str, int]]
+    machine: float
+
+
+def used_so_far(group: int) -> Usage:
     """CPU seconds used so far by the processes of ``group``, by program (``python`` for
-    the server's own, ``haproxy``, ``redis-server``), and by the whole machine."""
-    server: Counter[str] = Counter()
+    the server's own, ``haproxy``, ``redis-server``) and by process, and by the whole
+    machine."""
+    programs: Counter[str] = Counter()
+    processes: Counter[tuple[str, int]] = Counter()
     for process in psutil.process_iter(["name"]):
         try:
             if os.getpgid(process.pid) == group:
                 times = process.cpu_times()
-                server[process.info["name"] or "?"] += times.user + times.system
+                name = process.info["name"] or "?"
+                programs[name] += times.user + times.system
+                processes[name, process.pid] += times.user + times.system
         except (psutil.Error, ProcessLookupError):
             continue
     machine = psutil.cpu_times()
-    return server, sum(machine) - machine.idle - getattr(machine, "iowait", 0.0)
+    return Usage(programs, processes,
+                 sum(machine) - machine.idle - getattr(machine, "iowait", 0.0))
 
 
 def largest_resident_mb(group: int) -> dict[str, float]:
@@ -78,7 +92,7 @@ class CpuWindow:
 
     def __init__(self, group: int, start: float, end: float,
                  database: Path | None = None) -> None:
-        self.samples: list[tuple[Counter[str], float]] = []
+        self.samples: list[Usage] = []
         self.heartbeat_samples: list[Heartbeats] = []
         self.memory_mb: dict[str, float] = {}  # at the window's end, by program
         self._thread = threading.Thread(target=self._sample,
@@ -108,6 +122,21 @@ class CpuWindow:
         self._thread.join(timeout)
         if len(self.samples) != 2:
             return Counter(), float("nan")
-        (server0, busy0), (server1, busy1) = self.samples
-        server1.subtract(server0)
-        return server1, busy1 - busy0
+        first, last = self.samples
+        programs = last.programs.copy()
+        programs.subtract(first.programs)
+        return programs, last.machine - first.machine
+
+    def busiest_over_mean(self, workers: int, program: str = "python") -> float:
+        """The busiest of the ``workers`` busiest processes of ``program`` in the window
+        over their mean CPU: 1 when the balancer shares the work evenly (each gunicorn's
+        master, nearly idle, is left out); NaN if not sampled. Call after ``used``."""
+        if len(self.samples) != 2:
+            return float("nan")
+        first, last = self.samples
+        busiest = sorted((seconds - first.processes.get(key, 0.0)
+                          for key, seconds in last.processes.items() if key[0] == program),
+                         reverse=True)[:workers]
+        if len(busiest) < workers or not sum(busiest):
+            return float("nan")
+        return busiest[0] / (sum(busiest) / workers)

@@ -64,6 +64,7 @@ and practice take about 200 s before the window opens; docs/capacity.md)::
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sqlite3
 import sys
@@ -140,6 +141,8 @@ class Row:
     console: str = ""  # the console's live views open in the run (``--console``)
     # the largest process of each program's resident memory at the window's end, MB
     memory_mb: dict[str, float] = field(default_factory=dict)
+    # the busiest worker's CPU in the window over the workers' mean (1: evenly shared)
+    busiest_worker: float = float("nan")
 
     def people_per_core(self) -> float:
         """Participants one core carries at this row's CPU per message and mix, fully
@@ -163,7 +166,7 @@ class Row:
         refused = ", ".join(f"{reason} {n}" for reason, n in t.refused.most_common()) or "none"
         return (f"participants {t.participants} (finished {t.finished}), progress reports "
                 f"{t.progress_sent}, {self.pushes_seen()}, server CPU ms a message by "
-                f"program: {self.by_program()}, the write lock held by the workers "
+                f"program: {self.by_program()}{self.balance()}, the write lock held by the workers "
                 f"together {self.lock_held_share:.1%} of the window, waiting for another "
                 f"worker's {self.lock_wait_share:.1%} of a worker's time, {self.syncs()}"
                 f"resent after a timeout {t.resent}, reconnects "
@@ -176,6 +179,12 @@ class Row:
             return ""
         return (f"syncs of the log {self.syncs_per_message:.2f} a message, "
                 f"{self.sync_ms:.2f} ms each on average, ")
+
+    def balance(self) -> str:
+        """How evenly several workers shared the work: the busiest one bounds a server."""
+        if self.config.workers < 2 or math.isnan(self.busiest_worker):
+            return ""
+        return f", the busiest worker {self.busiest_worker:.2f} times the workers' mean CPU"
 
     def memory(self) -> str:
         if not self.memory_mb:
@@ -279,7 +288,8 @@ def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row
     finally:
         server.stop()
     row = summarise(config, plan, report, cpu.used(), cpu.heartbeats(), db, server.output())
-    return replace(row, console=viewers.summary(), memory_mb=cpu.memory_mb)
+    return replace(row, console=viewers.summary(), memory_mb=cpu.memory_mb,
+                   busiest_worker=cpu.busiest_over_mean(config.workers))
 
 
 def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections import Counter
 
 import psutil
+import pytest
 
 from benchmarks import cpu
 from study.storage.database import Storage
@@ -41,3 +43,18 @@ def test_the_largest_process_of_each_program_gives_its_resident_memory():
     assert memory and all(mb > 1 for mb in memory.values())
     assert max(memory.values()) >= psutil.Process().memory_info().rss / 1e6
     assert cpu.largest_resident_mb(-1) == {}  # no such group
+
+
+def test_the_busiest_worker_is_over_the_mean_of_the_busiest_processes_of_its_program():
+    window = cpu.CpuWindow(-1, 0.0, 0.0)  # no such group: the samples are set here
+    window.used()
+    assert math.isnan(window.busiest_over_mean(2))  # nothing sampled
+    first = cpu.Usage(Counter(), Counter({("python", 1): 1.0, ("python", 2): 5.0,
+                                          ("python", 3): 0.1, ("haproxy", 4): 0.0}), 0.0)
+    last = cpu.Usage(Counter(), Counter({("python", 1): 1.2, ("python", 2): 11.0,
+                                         ("python", 3): 4.1, ("haproxy", 4): 9.0}), 0.0)
+    window.samples = [first, last]
+    # the workers used 6 and 4 s, the master 0.2 and HAProxy (another program) 9
+    assert window.busiest_over_mean(2) == pytest.approx(6 / 5)
+    assert window.busiest_over_mean(1) == pytest.approx(1.0)
+    assert math.isnan(window.busiest_over_mean(4))  # fewer processes than workers

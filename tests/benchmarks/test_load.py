@@ -50,6 +50,17 @@ def test_a_row_under_full_durability_gives_the_logs_syncs_and_normal_none():
     assert "syncs" not in normal.details()
 
 
+def test_a_row_of_several_workers_says_how_evenly_they_shared_the_work():
+    figures = (np.array([3.0, 14.0, 27.0]), 1300, np.array([5.0, 35.0]), 1400, 1090.0, 0.9,
+               0.4, 0.2, 0.6, 2.0, 0, 0, Tally())
+    two = Row(Config("human", TEAMS3, 2, 1000, "normal"), *figures, busiest_worker=1.083)
+    assert ", the busiest worker 1.08 times the workers' mean CPU, " in two.details()
+    one = Row(Config("human", TEAMS3, 1, 1000, "normal"), *figures, busiest_worker=1.0)
+    assert "busiest" not in one.details()
+    assert "busiest" not in Row(Config("human", TEAMS3, 2, 1000, "normal"),
+                                *figures).details()  # not sampled
+
+
 def test_a_row_gives_each_programs_largest_process_memory():
     row = Row(Config("human", TEAMS3, 2, 1000, "normal"), np.array([3.0, 14.0, 27.0]), 1300,
               np.array([5.0, 35.0]), 1400, 1090.0, 0.9, 0.4, 0.2, 0.6, 2.0, 0, 0, Tally(),
