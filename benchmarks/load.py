@@ -20,7 +20,8 @@ takes a new one. After the ramp and a settling pause, a window of steady state i
 - messages per second: client messages the server handled in the window (accepted, stored
   in ``messages``, or refused, logged in ``rejections``);
 - CPU per message: the server's processes (gunicorn, HAProxy, Redis) CPU time in the window
-  over those messages; the server's and the bots' CPU share of the machine;
+  over those messages; the server's and the bots' CPU share of the machine; with several
+  workers, the busiest one's CPU over the workers' mean (1: the work evenly shared);
 - write lock: the share of the window a worker waited for another worker's write lock,
   and the share the workers together held it, which cannot pass 100 %: near it, SQLite's
   one writer is the limit and another worker adds none (each heartbeat records its
