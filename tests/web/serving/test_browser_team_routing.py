@@ -17,7 +17,7 @@ from support.servers import query
 from study.bots.servers import ServeProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-CODES = ("ada-1", "amy-1", "dan-4")  # by HAProxy's hash: worker 1, 2, 2
+CODES = ("ada-1", "ada-2", "dan-4")  # by HAProxy's hash: worker 1, 2, 2
 
 
 def test_a_team_of_browsers_ends_on_one_worker(tmp_path, browser):
