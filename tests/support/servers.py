@@ -117,3 +117,14 @@ def lease_holder(db: Path) -> tuple[str, int]:
     [row] = query(db, "SELECT l.holder, p.pid FROM leases l JOIN processes p ON "
                       "p.id = l.holder")
     return row["holder"], row["pid"]
+
+
+def worker_to_kill(db: Path, which: str) -> tuple[str, int]:
+    """The process id and pid of the worker holding the scheduler's lease (``holder``) or
+    of another live one (``other``), which keeps the rounds of the people on it."""
+    if which == "holder":
+        return lease_holder(db)
+    holder, _ = lease_holder(db)
+    row = query(db, "SELECT id, pid FROM processes WHERE id != ? ORDER BY last_seen DESC "
+                    "LIMIT 1", holder)[0]
+    return row["id"], row["pid"]

@@ -36,6 +36,7 @@ from study.web.participant.rejections import Rejected
 from study.web.participant.state import PageState
 from study.web.participant.steps import Steps, declined_mark
 from study.web.serving.processes import Processes
+from study.web.serving.shares import EVERYONE, Share
 
 MSG_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 CODE = re.compile(r"^[A-Za-z0-9_-]{3,64}$")
@@ -375,19 +376,20 @@ class Journey:
             self.steps.withdraw_by_console(code, reason, remote_addr)
 
     def tick(self, now: float | None = None, reason: str = "deadline",
-             alive_until: float | None = None) -> int:
-        """Close every running round whose deadline has passed by ``now``; returns how many
-        (``Rounds``)."""
+             alive_until: float | None = None, share: Share = EVERYONE) -> int:
+        """Close every running round of ``share`` whose deadline has passed by ``now``;
+        returns how many (``Rounds``)."""
         with self.outbox.forgotten_on_failure():
-            return self.rounds.tick(now, reason, alive_until)
+            return self.rounds.tick(now, reason, alive_until, share)
 
     def recover(self, alive_until: float | None) -> int:
         """At start: close the rounds whose deadline passed while the study was down."""
         return self.rounds.recover(alive_until)
 
-    def next_deadline(self) -> float | None:
-        """When to tick next: the earliest deadline of a running round, or a team's timer."""
-        return self.rounds.next_deadline()
+    def next_deadline(self, share: Share = EVERYONE) -> float | None:
+        """When to tick next: the earliest deadline of a running round of ``share``, or a
+        team's timer."""
+        return self.rounds.next_deadline(share)
 
     def form_pending_teams(self) -> int:
         """Form the teams that a crash left unformed; returns how many (``AgentTeam``)."""

@@ -27,6 +27,7 @@ from study.web.participant.progress import placement
 from study.web.participant.real_teams import RealTeams
 from study.web.participant.records import Records
 from study.web.participant.rejections import Rejected
+from study.web.serving.shares import EVERYONE, Share
 
 log = logging.getLogger(__name__)
 
@@ -195,17 +196,21 @@ class Rounds:
 
     # --- the clock ----------------------------------------------------------------------
 
-    def next_deadline(self) -> float | None:
-        """The earliest deadline of a running round (an index lookup), or what the teams
-        wait for: when to tick next."""
-        row = self.storage.one("SELECT min(deadline) AS at FROM rounds WHERE closed_at IS NULL")
-        times = [row["at"] if row else None,  # type: ignore[index]
-                 self.teams.next_due(self.clock())]
+    def next_deadline(self, share: Share = EVERYONE) -> float | None:
+        """The earliest deadline of a running round of ``share`` (the index of open
+        rounds' deadlines), or what its teams wait for: when to tick next."""
+        mine, params = share.of_code("p.code")
+        row = self.storage.one(
+            "SELECT r.deadline AS at FROM rounds r JOIN participants p ON p.id = "
+            f"r.participant_id WHERE r.closed_at IS NULL AND {mine} ORDER BY r.deadline "
+            "LIMIT 1", params)
+        times = [row["at"] if row else None, self.teams.next_due(self.clock(), share)]
         return min((t for t in times if t is not None), default=None)
 
     def tick(self, now: float | None = None, reason: str = "deadline",
-             alive_until: float | None = None) -> int:
-        """Close every running round whose deadline has passed by ``now``; returns how many.
+             alive_until: float | None = None, share: Share = EVERYONE) -> int:
+        """Close every running round of ``share`` whose deadline has passed by ``now``;
+        returns how many.
 
         Overdue rounds come from an index on the open rounds' deadlines, so a tick with
         nothing due costs one lookup however many rounds run. ``alive_until`` is the
@@ -214,8 +219,8 @@ class Rounds:
         """
         now = self.clock() if now is None else now
         with self.storage.durable_together():
-            closed = self._close_overdue(now, reason, alive_until)
-            changed = self.teams.tick(now, reason)  # the teams' timers, presence and rounds
+            closed = self._close_overdue(now, reason, alive_until, share)
+            changed = self.teams.tick(now, reason, share)  # timers, presence and rounds
         for row in closed:
             self.teammate_times.forget(row["id"])
             changed.add(row["participant_id"])
@@ -224,8 +229,8 @@ class Rounds:
         self.outbox.push_states(changed)
         return len(closed)
 
-    def _close_overdue(self, now: float, reason: str,
-                       alive_until: float | None) -> list[dict[str, Any]]:
+    def _close_overdue(self, now: float, reason: str, alive_until: float | None,
+                       share: Share) -> list[dict[str, Any]]:
         """Close the overdue rounds ``ROUNDS_A_TURN`` to a transaction: the members of
         teams formed together share a deadline, and closing dozens in one commit held
         every message back meanwhile. A round that failed to close is not tried again in
@@ -234,7 +239,7 @@ class Rounds:
         failed: list[int] = []
         while True:
             with self.storage.event():
-                overdue = self._overdue(now, failed)
+                overdue = self._overdue(now, failed, share)
                 for row in overdue:
                     if self._close_or_log(row, now, reason, alive_until):
                         closed.append(row)
@@ -243,15 +248,17 @@ class Rounds:
             if len(overdue) < ROUNDS_A_TURN:
                 return closed
 
-    def _overdue(self, now: float, failed: list[int]) -> list[dict[str, Any]]:
-        """The first ``ROUNDS_A_TURN`` open rounds whose deadline passed, but ``failed``."""
+    def _overdue(self, now: float, failed: list[int], share: Share) -> list[dict[str, Any]]:
+        """The first ``ROUNDS_A_TURN`` open rounds of ``share`` whose deadline passed, but
+        ``failed``."""
+        mine, params = share.of_code("p.code")
         return self.storage.all(
             "SELECT r.*, s.number AS session_number, p.code FROM rounds r "
             "JOIN sessions s ON s.id = r.session_id "
             "JOIN participants p ON p.id = r.participant_id "
             "WHERE r.closed_at IS NULL AND r.deadline <= ? AND r.id NOT IN "
-            f"({', '.join('?' * len(failed))}) ORDER BY r.deadline LIMIT ?",
-            (now, *failed, ROUNDS_A_TURN))
+            f"({', '.join('?' * len(failed))}) AND {mine} ORDER BY r.deadline LIMIT ?",
+            (now, *failed, *params, ROUNDS_A_TURN))
 
     def recover(self, alive_until: float | None) -> int:
         """At start, when no other server process is alive: close the rounds whose deadline

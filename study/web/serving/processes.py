@@ -4,7 +4,8 @@ participant connections each one serves.
 Several ``study serve`` processes may serve one study behind a load balancer. They agree
 through the database they already share: each writes a heartbeat, exactly one holds the
 round scheduler's lease (renewed with the heartbeat, taken over when it lapses), and each
-records its live connections so the console counts all of them. The heartbeats also tell a
+records its live connections so the console counts all of them and each process's clock
+keeps the rounds of the people connected to it (``shares``). The heartbeats also tell a
 starting process whether the study was down (no other process alive) and since when.
 """
 
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from study.storage.database import Storage
+from study.web.serving import shares
+from study.web.serving.shares import EVERYONE, Share
 
 HEARTBEAT_SECONDS = 0.5
 # A lease lapses this long after its last renewal, so a dead holder's rounds are taken over
@@ -72,6 +75,17 @@ class Processes:
                                  "expires_at": now + LEASE_SECONDS, "renewed_at": now},
                                 pk="name")
             return True
+
+    def share(self, holding: bool) -> Share | None:
+        """The rounds this process's clock keeps (``shares``): where several processes
+        share the study, its own people's, and the lease holder also those of people
+        connected to no other live process; alone, the holder keeps every round and a
+        process without the lease none."""
+        if not self.storage.shared_file:
+            return EVERYONE if holding else None
+        if holding:
+            return shares.unclaimed(self.id, self.clock() - ALIVE_SECONDS)
+        return shares.connected_here(self.id)
 
     def leave(self) -> None:
         """A clean stop: give up the lease and the connections at once."""

@@ -1,10 +1,14 @@
-"""The round scheduler: closes rounds at their stored deadlines, in exactly one process.
+"""The round scheduler: closes and starts rounds at their stored deadlines.
 
-Every server process runs this loop, but only the holder of the scheduler's lease
-(``study.web.serving.processes``) closes rounds; the others keep their heartbeat and take the lease
-over within two seconds of the holder's death. The holder sleeps until the earliest open
-deadline (an index lookup) or its next heartbeat, whichever comes first, so a round closes
-as its deadline passes and a quiet study costs nothing. The work lives in
+Every server process runs this loop with a heartbeat. Where several share the study, each
+keeps the rounds of the people connected to it, and the holder of the scheduler's lease
+(``study.web.serving.processes``) also those of people connected nowhere else, the lobby's
+timers and presence (``study.web.serving.shares``); another takes the lease over within two
+seconds of the holder's death, and with it the dead process's people who have not
+reconnected elsewhere. A process alone keeps every round while it holds the lease. Each
+sleeps until the earliest open deadline of its share (an index lookup) or its next
+heartbeat, whichever comes first, so a round closes as its deadline passes and a quiet study
+costs nothing. The work lives in
 ``Journey.tick(now)`` so tests drive it with an injected clock instead of this thread.
 While the database cannot be written (a full disk) the loop retries at every heartbeat
 without logging each failure (the storage logs the condition once a minute); once writes
@@ -21,6 +25,7 @@ import time
 from study.storage.health import StorageUnavailable
 from study.web.participant.journey import Journey
 from study.web.serving.processes import HEARTBEAT_SECONDS, Processes
+from study.web.serving.shares import Share
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +57,9 @@ class Scheduler:
                 next_beat = time.time() + HEARTBEAT_SECONDS
                 self._beat()
             wake = next_beat
-            if self.holding:
-                wake = min(wake, self._tick())
+            share = self.processes.share(self.holding)
+            if share is not None:
+                wake = min(wake, self._tick(share))
             self.stopped.wait(max(0.0, wake - time.time()))
 
     def _beat(self) -> None:
@@ -67,12 +73,14 @@ class Scheduler:
         except Exception:  # a failed heartbeat is retried at the next one
             log.exception("round scheduler heartbeat failed")
 
-    def _tick(self) -> float:
-        """Close what is due; returns when the next round falls due (or a beat from now)."""
+    def _tick(self, share: Share) -> float:
+        """Close what of ``share`` is due; returns when its next round falls due (or a beat
+        from now)."""
         try:
-            self.journey.tick()
-            self._after_storage_fault()
-            upcoming = self.journey.next_deadline()
+            self.journey.tick(share=share)
+            if share.lease:
+                self._after_storage_fault()
+            upcoming = self.journey.next_deadline(share)
         except StorageUnavailable:  # retried at the next heartbeat; logged by the storage
             upcoming = None
         except Exception:  # a bad tick must not stop every later deadline

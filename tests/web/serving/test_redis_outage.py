@@ -2,10 +2,13 @@
 mid-round and starts again on the same port.
 
 While Redis is away every push between the processes is lost ("Cannot publish to
-redis"), among them the ones that tell the bots their round closed. The bots wait as the
-page does: they ask for the state (``sync``) once a deadline is past and then every few
-seconds, so every bot still finishes the study, and nothing acknowledged is missing. A
-page loaded during the outage still loads.
+redis"). A round closes on the process its person is connected to, which tells them in
+memory, so few pushes cross: the rounds of a person reconnecting, or connected to no
+process, close on the lease holder. The bots wait as the page does for a push that did
+not come: they ask for the state (``sync``) once a deadline is past and then every few
+seconds, so every bot still finishes the study, and nothing acknowledged is missing. The
+rate limits fall back to each process's memory, and a page loaded during the outage
+still loads.
 """
 
 from __future__ import annotations
@@ -94,7 +97,6 @@ def test_a_redis_restart_mid_round_strands_no_bot(tmp_path):
         server.stop()
         queue.stop()
     result = swarm.result(server.output()[-3000:])
-    assert "Cannot publish to redis" in server.output(), "pushes were lost in the outage"
     assert unheard, "rounds closed while Redis was away"
     assert reloaded == 200
     assert [o.final_step for o in result.outcomes] == ["done"] * len(swarm.codes), (

@@ -1,9 +1,10 @@
-"""Real teams under ``study serve --workers 2``: bots in teams of two and of three, the
-worker holding the round scheduler's lease SIGKILLed mid-round.
+"""Real teams under ``study serve --workers 2``: bots in teams of two and of three, a
+worker SIGKILLed mid-round: the one holding the round scheduler's lease, or the other.
 
-The other worker takes the lease over and goes on starting and closing the teams' rounds;
-every bot finishes, nothing acknowledged is missing, and every team round's people played
-it on one clock (the same start and deadline for each of their rounds).
+Each worker keeps the rounds of the teams connected to it; the survivor holds the lease and
+goes on starting and closing every team's rounds, the killed worker's too; every bot
+finishes, nothing acknowledged is missing, and every team round's people played it on one
+clock (the same start and deadline for each of their rounds).
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ import os
 import signal
 
 import pytest
-from support.servers import lease_holder, query, swarm_in_background, wait_for_open_rounds
+from support.servers import (
+    lease_holder,
+    query,
+    swarm_in_background,
+    wait_for_open_rounds,
+    worker_to_kill,
+)
 from support.teams import team_study_on_two_workers
 
 from study.bots.audit import missing_acknowledged
@@ -20,15 +27,15 @@ from study.bots.audit import missing_acknowledged
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("seats", [2, 3])
-def test_killing_the_scheduling_worker_loses_no_team_round(tmp_path, seats):
+@pytest.mark.parametrize("seats, which", [(2, "holder"), (3, "holder"), (3, "other")])
+def test_killing_a_worker_loses_no_team_round(tmp_path, seats, which):
     protocol, db, server = team_study_on_two_workers(tmp_path, seats)
     try:
         server.start(timeout=180)
         swarm = swarm_in_background(server.url, protocol, f"t{seats}", max_seconds=240,
                                     patience=30, workers=2)
         wait_for_open_rounds(db, swarm.codes, at_least=3, timeout=150)
-        killed, pid = lease_holder(db)
+        killed, pid = worker_to_kill(db, which)
         os.kill(pid, signal.SIGKILL)
         swarm.thread.join(timeout=300)
         survivor, _ = lease_holder(db)

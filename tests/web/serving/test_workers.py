@@ -1,10 +1,11 @@
 """``study serve --workers 2``: two gunicorn processes behind HAProxy, Redis between them.
 
-Bots take part through the one balanced address. The worker process that holds the round
-scheduler's lease is killed with SIGKILL mid-round: its participants reconnect through the
-balancer, the other process takes the lease over, every round still closes at or after its
-deadline (as a deadline, not a recovery: the study never went down), nothing acknowledged
-is missing and no write ever met "database is locked".
+Bots take part through the one balanced address. A worker is killed with SIGKILL
+mid-round, the one that holds the round scheduler's lease or the other: each keeps the
+rounds of the people connected to it, so either way its participants reconnect through
+the balancer, the survivor holds the lease and closes their rounds, every round still
+closes at or after its deadline (as a deadline, not a recovery: the study never went
+down), nothing acknowledged is missing and no write ever met "database is locked".
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from support.servers import (
     query,
     swarm_in_background,
     wait_for_open_rounds,
+    worker_to_kill,
 )
 
 from study.bots.audit import missing_acknowledged
@@ -29,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 
 
-def test_killing_the_scheduling_worker_loses_nothing(tmp_path):
+@pytest.mark.parametrize("which", ["holder", "other"])
+def test_killing_a_worker_loses_nothing(tmp_path, which):
     protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp_path / "quick.toml",
                               round_seconds=3.0, practice_seconds=2.0)
     db = tmp_path / "study.sqlite"
@@ -41,7 +44,7 @@ def test_killing_the_scheduling_worker_loses_nothing(tmp_path):
                                     workers=2)
         wait_for_open_rounds(db, swarm.codes, at_least=3, timeout=90)
         served = processes_serving(db, 2, timeout=60)
-        killed, pid = lease_holder(db)
+        killed, pid = worker_to_kill(db, which)
         os.kill(pid, signal.SIGKILL)
         swarm.thread.join(timeout=200)
         survivor, _ = lease_holder(db)

@@ -14,6 +14,7 @@ from study.storage.database import Storage
 from study.web.participant.real_teams.founding import Founding
 from study.web.participant.real_teams.lobby import Lobby
 from study.web.participant.real_teams.play import TeamPlay
+from study.web.serving.shares import EVERYONE, Share
 
 # While people wait or play, the scheduler looks at least this often at who is away and
 # which timers ran out.
@@ -58,10 +59,10 @@ class RealTeams:
         self.lobby.leave(participant, data, now)
         return self.lobby.waiting_ids()
 
-    def tick(self, now: float, reason: str = "deadline") -> set[int]:
+    def tick(self, now: float, reason: str = "deadline", share: Share = EVERYONE) -> set[int]:
         """Timers, presence, round starts and ends, in transactions of their own, a few
         teams each (``TeamPlay.tick``); ``reason`` is the rounds' close reason
-        (``recovery`` at a server's start)."""
+        (``recovery`` at a server's start). The lobby's timers are the lease holder's."""
         if self.lobby is None or self.play is None:
             return set()
         lobby = self.lobby
@@ -71,13 +72,16 @@ class RealTeams:
             if placed:  # the people still waiting count fewer people here
                 placed |= lobby.waiting_ids()
             return placed
-        return self.play.tick(now, reason, form_teams)
+        return self.play.tick(now, reason, form_teams if share.lease else set, share)
 
-    def next_due(self, now: float) -> float | None:
-        """When the teams next need the clock: a timer, a round start, or the watch."""
+    def next_due(self, now: float, share: Share = EVERYONE) -> float | None:
+        """When the teams of ``share`` next need the clock: a round start, and for the lease
+        holder a timer or the watch."""
         if self.lobby is None or self.play is None:
             return None
-        times = [t for t in (self.lobby.next_due(), self.play.next_due()) if t is not None]
+        if not share.lease:
+            return self.play.next_due(share)
+        times = [t for t in (self.lobby.next_due(), self.play.next_due(share)) if t is not None]
         if self.play.active() or self.lobby.waiting():
             times.append(now + WATCH_SECONDS)
         return min(times, default=None)

@@ -26,6 +26,7 @@ from study.web.participant import rounds
 from study.web.participant.agent_pool import algorithm_for
 from study.web.participant.pages import journey_steps
 from study.web.participant.real_teams.agents import agent, agent_times
+from study.web.serving.shares import EVERYONE, Share
 
 
 def playing_steps(sessions: int) -> tuple[str, ...]:
@@ -68,8 +69,9 @@ class TeamPlay:
     # --- the clock ----------------------------------------------------------------------
 
     def tick(self, now: float, reason: str = "deadline",
-             first: Callable[[], set[int]] = set) -> set[int]:
-        """Bring every team up to ``now``; returns the participants whose page changed.
+             first: Callable[[], set[int]] = set, share: Share = EVERYONE) -> set[int]:
+        """Bring the teams of ``share`` up to ``now``; returns the participants whose page
+        changed.
         Runs at every deadline and at least once a second while teams play, in write
         transactions every message waits for: so indexes pick the rounds to close and
         the rounds to start, and SQL the seats whose presence changed. What waits on people
@@ -79,8 +81,9 @@ class TeamPlay:
         one clock, so dozens of rounds fall due at once: each transaction closes or starts
         the rounds of ``TEAMS_A_TURN`` teams, and the messages that arrive meanwhile go in
         between. ``first`` runs in the first transaction (the lobby's timers); ``reason``
-        is how overdue rounds close, as their people's rounds do."""
-        looks = self._presence_due(now, reason)
+        is how overdue rounds close, as their people's rounds do. Presence and the teams
+        between sessions are the lease holder's (``Share.lease``)."""
+        looks = share.lease and self._presence_due(now, reason)
         changed: set[int] = set()
         opening, done = True, False
         while not done:
@@ -89,10 +92,10 @@ class TeamPlay:
                     changed |= first() | (self._presence(now) if looks else set())
                     opening = False
                 left = TEAMS_A_TURN
-                for due in self._rounds_to_close(now, left):
+                for due in self._rounds_to_close(now, left, share):
                     changed |= self._close(due, now, reason)
                     left -= 1
-                for team in self._rounds_due(now, left) if left else []:
+                for team in self._rounds_due(now, left, share) if left else []:
                     changed |= self._start_round(team, now)
                     left -= 1
                 done = left > 0
@@ -107,25 +110,38 @@ class TeamPlay:
         self.presence_at = now
         return True
 
-    def next_due(self) -> float | None:
-        row = self.storage.one("SELECT min(next_round_at) AS at FROM teams "
-                               "WHERE finished_at IS NULL AND next_round_at IS NOT NULL")
-        return row["at"] if row else None  # type: ignore[index]
+    def next_due(self, share: Share = EVERYONE) -> float | None:
+        """When a round of a team of ``share`` next starts or closes (the indexes of the
+        teams playing and of the open team rounds)."""
+        starts, start_params = share.of_team("t.id")
+        closes, close_params = share.of_team("r.team_id")
+        times = [self.storage.one(
+            "SELECT t.next_round_at AS at FROM teams t WHERE t.finished_at IS NULL AND "
+            f"t.next_round_at IS NOT NULL AND {starts} ORDER BY t.next_round_at LIMIT 1",
+            start_params), self.storage.one(
+            "SELECT r.deadline AS at FROM team_rounds r WHERE r.closed_at IS NULL AND "
+            f"{closes} ORDER BY r.deadline LIMIT 1", close_params)]
+        return min((row["at"] for row in times if row is not None), default=None)
 
     def active(self) -> bool:
         return self.storage.one("SELECT 1 FROM teams WHERE finished_at IS NULL") is not None
 
-    def _rounds_to_close(self, now: float, limit: int) -> list[dict[str, Any]]:
-        """The first ``limit`` open team rounds whose deadline passed (a partial index)."""
-        return self.storage.all("SELECT * FROM team_rounds WHERE closed_at IS NULL AND "
-                                "deadline <= ? ORDER BY deadline LIMIT ?", (now, limit))
-
-    def _rounds_due(self, now: float, limit: int) -> list[dict[str, Any]]:
-        """The first ``limit`` playing teams whose next round is due (the index of the
-        teams playing)."""
+    def _rounds_to_close(self, now: float, limit: int, share: Share) -> list[dict[str, Any]]:
+        """The first ``limit`` open team rounds of ``share`` whose deadline passed (a
+        partial index)."""
+        mine, params = share.of_team("r.team_id")
         return self.storage.all(
-            "SELECT * FROM teams WHERE finished_at IS NULL AND next_round_at <= ? AND "
-            "protocol = ? ORDER BY next_round_at LIMIT ?", (now, self.protocol.name, limit))
+            "SELECT r.* FROM team_rounds r WHERE r.closed_at IS NULL AND r.deadline <= ? "
+            f"AND {mine} ORDER BY r.deadline LIMIT ?", (now, *params, limit))
+
+    def _rounds_due(self, now: float, limit: int, share: Share) -> list[dict[str, Any]]:
+        """The first ``limit`` playing teams of ``share`` whose next round is due (the
+        index of the teams playing)."""
+        mine, params = share.of_team("t.id")
+        return self.storage.all(
+            "SELECT t.* FROM teams t WHERE t.finished_at IS NULL AND t.next_round_at <= ? "
+            f"AND t.protocol = ? AND {mine} ORDER BY t.next_round_at LIMIT ?",
+            (now, self.protocol.name, *params, limit))
 
     def _between_sessions(self) -> list[dict[str, Any]]:
         """The teams between sessions with a member at the next session's step (the
