@@ -150,3 +150,26 @@ def test_presence_is_the_lease_holders(two):
     assert rows(two.app, away)[0]["n"] == 0
     two.journey.tick(two.clock.now + 1.5, share=two.holder())
     assert rows(two.app, away)[0]["n"] == 2
+
+
+def test_each_share_reads_the_clock_through_indexes(two):
+    """Every process's clock reads in the write transaction messages wait for: its
+    share's conditions look connections up by code and seats by team, and scan only the
+    handful of processes."""
+    connection = two.journey.storage.db.conn
+    for share in (two.holder(), two.not_holder()):
+        statements: list[str] = []
+        connection.set_trace_callback(statements.append)
+        try:
+            two.journey.tick(two.deadline() - 0.5, share=share)
+            two.journey.next_deadline(share)
+        finally:
+            connection.set_trace_callback(None)
+        reads = [sql for sql in statements if sql.lstrip().upper().startswith("SELECT")
+                 and "c.process" in sql]
+        assert len(reads) >= 4, statements
+        for sql in reads:
+            plan = [row[-1] for row in connection.execute(f"EXPLAIN QUERY PLAN {sql}")]
+            assert all(step.startswith(("SEARCH", "CORRELATED SCALAR SUBQUERY",
+                                        "LIST SUBQUERY", "SCAN processes"))
+                       or " USING " in step for step in plan), (sql, plan)
