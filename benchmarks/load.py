@@ -35,9 +35,10 @@ Goal: 1,000 participants with ack p95 <= 50 ms, drift p95 <= 50 ms and max <= 25
 0 acknowledged missing, 0 lock errors.
 
 ``--floor`` adds the floor server (``benchmarks.floor``: Flask-SocketIO, gevent, one SQLite
-transaction a message, nothing else) like every human row: its participants, durability
-and workers, its clients sending that study's mix of messages, in teams of the study's
-people with as many pushes to teammates a message as the study owed; the last table gives
+transaction a message, nothing else) like every human row, right after it in each round:
+its participants, durability and workers, its clients sending that study's mix of
+messages, in teams of the study's people with as many pushes to teammates a message as the
+study owed; the last table gives
 every row's people per core, over its floor's CPU per message, and projected for 8 and 16
 cores.
 Each row with several workers is also given over one worker, beside the floor's same
@@ -463,23 +464,19 @@ def over_rounds(turns: list[list[Row]]) -> list[str]:
 FloorKey = tuple[str, int, str, int]
 
 
-def floor_rows(rows: list[Row], args: argparse.Namespace,
-               base: Path) -> dict[FloorKey, FloorRow]:
-    """The floor server (``benchmarks.floor``) like each human row: same participants,
+def floor_like(row: Row, args: argparse.Namespace, directory: Path) -> FloorRow:
+    """The floor server (``benchmarks.floor``) like a human row: same participants,
     durability and workers, its clients sending the row's mix of messages, in teams of
     the study's people with as many pushes a message as the study owed."""
-    floors = {}
-    for row in (r for r in rows if r.config.pace == "human"):
-        study, participants, durability, workers = floor_key(row)
-        team = load_protocol(row.config.study).team
-        floor = run_floor(base / f"floor-{study}-{durability}-{workers}w-{participants}",
-                          durability, participants, *row.mix, ramp=args.ramp,
-                          settle=SETTLE_SECONDS, steady=args.steady, seed=args.seed,
-                          workers=workers, teams=Teams(team.persons if team else 1,
-                                                       row.pushes_per_message))
-        floors[floor_key(row)] = replace(floor, mix=study)
-        print(floors[floor_key(row)].markdown(), flush=True)
-    return floors
+    study, participants, durability, workers = floor_key(row)
+    team = load_protocol(row.config.study).team
+    floor = run_floor(directory, durability, participants, *row.mix, ramp=args.ramp,
+                      settle=SETTLE_SECONDS, steady=args.steady, seed=args.seed,
+                      workers=workers, teams=Teams(team.persons if team else 1,
+                                                   row.pushes_per_message))
+    floor = replace(floor, mix=study)
+    print(floor.markdown(), flush=True)
+    return floor
 
 
 def floor_key(row: Row) -> FloorKey:
@@ -617,7 +614,8 @@ def main(argv: list[str] | None = None) -> int:
                              "agent teammates, and reports the ack p95 ratio")
     parser.add_argument("--floor", action="store_true",
                         help="also run the floor server (benchmarks.floor) like each "
-                             "human row, with its study's mix of messages and pushes")
+                             "human row, right after it, with its study's mix of messages "
+                             "and pushes")
     parser.add_argument("--same-load", action="store_true",
                         help="also run one worker at each several-worker row's participants "
                              "a worker, and give that row over it too")
@@ -642,8 +640,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{time.strftime('%Y-%m-%d %H:%M')}, {CORES} cores, load average before "
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; ramp {args.ramp:g} s, "
               f"window {args.steady:g} s", flush=True)
-        turns = run_rounds(args, base)
-        floors = floor_rows(turns[-1], args, base) if args.floor else {}
+        turns, floors = run_rounds(args, base)
     print(f"\nload average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     report(turns, floors)
     return 0 if all(r.missing == 0 and r.lock_errors == 0 for rows in turns for r in rows) else 1
@@ -657,12 +654,15 @@ def in_running_order(configs: list[Config], turn: int) -> list[Config]:
     return configs if turn % 2 else configs[::-1]
 
 
-def run_rounds(args: argparse.Namespace, base: Path) -> list[list[Row]]:
+def run_rounds(args: argparse.Namespace, base: Path
+               ) -> tuple[list[list[Row]], list[dict[FloorKey, FloorRow]]]:
     """The matrix ``args.repeat`` times, forwards and backwards in turn (``in_running_order``);
-    every row is printed as it ends, and each round's rows are kept in the matrix's order."""
-    turns = []
+    every row is printed as it ends, and each round's rows are kept in the matrix's order.
+    With ``--floor`` each human row's floor runs right after it: this machine's speed moves
+    within minutes, and a floor run after the whole matrix met another hour than its rows."""
+    turns, floors = [], []
     for turn in range(1, args.repeat + 1):
-        rows = []
+        rows, found = [], {}
         configs = matrix(args)
         for config in in_running_order(configs, turn):
             name = (f"{config.study.stem}-{config.pace}-{config.durability}-"
@@ -674,30 +674,32 @@ def run_rounds(args: argparse.Namespace, base: Path) -> list[list[Row]]:
             print(f"    {row.details()}", flush=True)
             for error, count in row.tally.errors.most_common(3):
                 print(f"    bot error x{count}: {error}", flush=True)
+            if args.floor and config.pace == "human":
+                found[floor_key(row)] = floor_like(row, args, base / f"floor-{name}")
         turns.append(sorted(rows, key=lambda row: configs.index(row.config)))
-    return turns
+        floors.append(found)
+    return turns, floors
 
 
-def report(turns: list[list[Row]], floors: dict[FloorKey, FloorRow]) -> None:
-    """Each round's table and ratios (the floor's beside the last round's), the criteria's
-    ratios over the rounds, and people per core from the last round."""
-    for turn, rows in enumerate(turns, 1):
+def report(turns: list[list[Row]], floors: list[dict[FloorKey, FloorRow]]) -> None:
+    """Each round's table and ratios with its floors beside them, the criteria's ratios
+    over the rounds, and people per core from the last round."""
+    for turn, (rows, found) in enumerate(zip(turns, floors, strict=True), 1):
         print(f"\nround {turn} of {len(turns)}\n" if len(turns) > 1 else "")
         print(HEADER)
         for row in rows:
             print(row.markdown())
-        for line in (against_first_study(rows)
-                     + against_one_worker(rows, floors if turn == len(turns) else {})):
+        for line in against_first_study(rows) + against_one_worker(rows, found):
             print(line)
+        if found:
+            print(f"\n{FLOOR_HEADER}")
+            for floor in found.values():
+                print(floor.markdown())
     print("\nthe criteria's ratios, round by round" if len(turns) > 1 else "")
     for line in over_rounds(turns):
         print(line)
-    if floors:
-        print(f"\n{FLOOR_HEADER}")
-        for floor in floors.values():
-            print(floor.markdown())
     print()
-    for line in capacity(turns[-1], floors):
+    for line in capacity(turns[-1], floors[-1]):
         print(line)
 
 

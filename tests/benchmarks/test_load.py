@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.floor import HEADER as FLOOR_HEADER
+from benchmarks.floor import FloorRow
 from benchmarks.load import (
     DEMO,
     HEADER,
@@ -15,6 +17,7 @@ from benchmarks.load import (
     Row,
     against_first_study,
     against_one_worker,
+    floor_key,
     main,
     matrix,
     over_rounds,
@@ -132,7 +135,7 @@ def test_over_rounds_gives_every_rounds_ratio_and_their_median():
 
 
 def test_a_report_of_rounds_gives_each_rounds_table_and_the_ratios_over_them(capsys):
-    report([_round(10.0, 20.0, 0.66), _round(8.0, 12.0, 0.72)], {})
+    report([_round(10.0, 20.0, 0.66), _round(8.0, 12.0, 0.72)], [{}, {}])
     out = capsys.readouterr().out
     assert out.index("round 1 of 2") < out.index("round 2 of 2") < out.index(
         "the criteria's ratios, round by round")
@@ -146,7 +149,7 @@ def test_even_rounds_run_the_matrix_backwards_and_keep_its_order(monkeypatch, tm
     args = argparse.Namespace(backup_every=[0.0], durability=["normal", "full"],
                               workers=[1, 2], participants=[1000], protocol=[DEMO],
                               same_load=False, fast_workers=[], fast_participants=[],
-                              repeat=2)
+                              repeat=2, floor=False)
     ran: list[Config] = []
 
     def run_config(config: Config, *_: object) -> Row:
@@ -155,12 +158,45 @@ def test_even_rounds_run_the_matrix_backwards_and_keep_its_order(monkeypatch, tm
                    790.0, 0.87, 0.4, 0.2, 0.6, 2.0, 0, 0, Tally())
 
     monkeypatch.setattr("benchmarks.load.run_config", run_config)
-    turns = run_rounds(args, tmp_path)
+    turns, floors = run_rounds(args, tmp_path)
+    assert floors == [{}, {}]
     order = [(c.durability, c.workers) for c in ran]
     forwards = [("normal", 1), ("normal", 2), ("full", 1), ("full", 2)]
     assert order == forwards + forwards[::-1]
     assert [[(r.config.durability, r.config.workers) for r in rows] for rows in turns] == [
         forwards, forwards]
+
+
+def test_each_rows_floor_runs_right_after_it_and_is_reported_with_its_round(
+        monkeypatch, tmp_path, capsys):
+    """The machine's speed moves within minutes: a row's floor is measured beside it, in
+    every round, and each round's ratios are over that round's floors."""
+    args = argparse.Namespace(backup_every=[0.0], durability=["normal"], workers=[1, 2],
+                              participants=[1000], protocol=[DEMO], same_load=False,
+                              fast_workers=[], fast_participants=[], repeat=2, floor=True)
+    ran: list[tuple[str, int]] = []
+
+    def run_config(config: Config, *_: object) -> Row:
+        ran.append(("study", config.workers))
+        return _row(config.workers, 1000, 0.5 * config.workers, 0.5 * config.workers, 14.0,
+                    DEMO)
+
+    def floor_like(row: Row, *_: object) -> FloorRow:
+        ran.append(("floor", row.config.workers))
+        return FloorRow("normal", row.config.workers, 1000, np.array([1.0, 3.0, 9.0]), 1300,
+                        790.0, 0.40 if row.config.workers == 1 else 0.48, mix="demo")
+
+    monkeypatch.setattr("benchmarks.load.run_config", run_config)
+    monkeypatch.setattr("benchmarks.load.floor_like", floor_like)
+    turns, floors = run_rounds(args, tmp_path)
+    assert ran == [("study", 1), ("floor", 1), ("study", 2), ("floor", 2),
+                   ("study", 2), ("floor", 2), ("study", 1), ("floor", 1)]
+    assert [sorted(found) for found in floors] == [sorted(floor_key(r) for r in rows)
+                                                   for rows in turns]
+    report(turns, floors)
+    out = capsys.readouterr().out
+    assert out.count(FLOOR_HEADER) == 2
+    assert out.count("the floor's 1.20") == 2, out  # 0.48 over 0.40, in each round
 
 
 def test_repeat_takes_a_whole_number_of_at_least_one(capsys):
