@@ -20,7 +20,6 @@ from typing import Any
 
 from study.storage.database import Storage
 from study.web.serving import shares
-from study.web.serving.shares import EVERYONE, Share
 
 HEARTBEAT_SECONDS = 0.5
 # A lease lapses this long after its last renewal, so a dead holder's rounds are taken over
@@ -76,13 +75,13 @@ class Processes:
                                 pk="name")
             return True
 
-    def share(self, holding: bool) -> Share | None:
+    def share(self, holding: bool) -> shares.Share | None:
         """The rounds this process's clock keeps (``shares``): where several processes
         share the study, its own people's, and the lease holder also those of people
         connected to no other live process; alone, the holder keeps every round and a
         process without the lease none."""
         if not self.storage.shared_file:
-            return EVERYONE if holding else None
+            return shares.EVERYONE if holding else None
         if holding:
             return shares.unclaimed(self.id, self.clock() - ALIVE_SECONDS)
         return shares.connected_here(self.id)

@@ -12,6 +12,7 @@ from support.people import Person, practise, to_session
 from support.teams import team_protocol
 from support.web import FakeClock, journey, make_app, rows
 
+from study.storage.database import Storage
 from study.web.participant.real_teams import WATCH_SECONDS
 from study.web.serving import shares
 from study.web.serving.processes import ALIVE_SECONDS, Processes
@@ -91,7 +92,6 @@ def two(tmp_path, teammates) -> TwoProcesses:
 
 
 def test_a_process_alone_keeps_every_round_while_it_holds_the_lease(tmp_path):
-    from study.storage.database import Storage
     processes = Processes(Storage(tmp_path / "study.sqlite"), FakeClock())
     assert processes.share(True) is shares.EVERYONE
     assert processes.share(False) is None
