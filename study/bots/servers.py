@@ -92,8 +92,19 @@ class ServeProcess:
         self.process = subprocess.Popen(command, stdout=self._log_file,
                                         stderr=subprocess.STDOUT, env=self.env,
                                         start_new_session=True)
-        wait_healthy(self.url, timeout, self.process)
+        try:
+            wait_healthy(self.url, timeout, self.process)
+        except RuntimeError as exited:
+            self._close_log()
+            raise RuntimeError(f"{exited}; its last words: {self.last_words()}") from None
         return self
+
+    def last_words(self) -> str:
+        """The line of the server's output that says why it stopped: ``study serve``'s own
+        error (a missing Redis or HAProxy, a malformed protocol), else its last line."""
+        lines = [line for line in self.output().splitlines() if line.strip()]
+        errors = [line for line in lines if line.startswith("study: error:")]
+        return (errors or lines or ["(no output)"])[-1]
 
     def kill(self) -> None:
         """SIGKILL to every process of the server (gunicorn's master and worker, or a

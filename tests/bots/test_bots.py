@@ -13,7 +13,7 @@ from support.web import LiveServer
 
 from study.bots import BEHAVIOURS, Profile, StudyFacts, bot_codes, run_swarm
 from study.bots.participant import Behaviour
-from study.bots.servers import quick_protocol
+from study.bots.servers import ServeProcess, quick_protocol
 from study.cli import main
 from study.commands.bot import codes_from
 from study.protocol.loader import load_protocol
@@ -113,3 +113,13 @@ def test_codes_come_from_links_or_plain_lines(tmp_path):
 def test_unknown_behaviour_is_a_clear_error(capsys):
     assert main(["bot", "http://127.0.0.1:9", "--behaviour", "sleepy"]) == 2
     assert "sleepy" in capsys.readouterr().err
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path):
+    """A load run or a test whose server stops before it is ready names the cause."""
+    protocol = tmp_path / "broken.toml"
+    protocol.write_text("[study\n", encoding="utf-8")
+    server = ServeProcess(protocol, tmp_path / "s.sqlite", tmp_path / "pools",
+                          tmp_path / "serve.log")
+    with pytest.raises(RuntimeError, match=r"before it was ready; its last words: study: error:"):
+        server.start(timeout=60)
