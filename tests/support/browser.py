@@ -22,6 +22,20 @@ DEADLINE_MARGIN = 0.3  # seconds before the deadline a person's last move would 
 # A quick hand's cookie takes at least this long: more than any shipped protocol's shortest
 # accepted cookie (1 s), so the server never refuses it as too fast on an idle machine.
 QUICKEST_COOKIE_SECONDS = 1.2
+# The centres of a letter's tile and of the cookie, the tray scrolled into view first (as
+# Playwright's own scrolling does, centred if it is out of view); null if either is missing.
+DRAG_SPOTS = """(letter) => {
+  const tray = document.querySelector(".tray");
+  const tile = document.querySelector(`.tray .tile[data-letter="${letter}"]`);
+  const cookie = document.querySelector(".round-cookie");
+  if (!tray || !tile || !cookie) return null;
+  tray.scrollIntoViewIfNeeded(true);
+  const centre = (node) => {
+    const box = node.getBoundingClientRect();
+    return [box.x + box.width / 2, box.y + box.height / 2];
+  };
+  return [centre(tile), centre(cookie)];
+}"""
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,15 +129,16 @@ class Participant:
         self.step("practice")
 
     def drag_letter(self, letter: str) -> None:
-        self.page.locator(".tray").scroll_into_view_if_needed()
-        tile = self.page.locator(f'.tray .tile[data-letter="{letter}"]').bounding_box()
-        cookie = self.page.locator(".round-cookie").bounding_box()
-        if not (tile and cookie):  # the round closed under the hand, or the page is wrong
+        """Drag the tile onto the cookie with the mouse. Where both are is asked in one call:
+        on a busy machine each call to the browser takes a while, and a hand asking three
+        times a letter did not finish a cookie of a 15-second round."""
+        spots = self.page.evaluate(DRAG_SPOTS, letter)
+        if spots is None:  # the round closed under the hand, or the page is wrong
             raise PlaywrightError(f"no {letter} tile or no cookie to drag it onto")
-        self.page.mouse.move(tile["x"] + tile["width"] / 2, tile["y"] + tile["height"] / 2)
+        (tile_x, tile_y), (cookie_x, cookie_y) = spots
+        self.page.mouse.move(tile_x, tile_y)
         self.page.mouse.down()
-        self.page.mouse.move(cookie["x"] + cookie["width"] / 2,
-                             cookie["y"] + cookie["height"] / 2, steps=4)
+        self.page.mouse.move(cookie_x, cookie_y, steps=4)
         self.page.mouse.up()
 
     def decorate(self, shot: str | None = None) -> None:
