@@ -12,6 +12,7 @@ let route = code;
 export const socket = io({ transports: ["websocket", "polling"], query: { route: route } });
 export let state = null;
 export let displaced = false;  // another tab of this browser took the study over
+let joined = false;            // this connection's join was answered: messages may go
 let offset = 0;                // server clock minus this browser's clock, in seconds
 const pending = new Map();     // msg_id -> [event, payload] sent but not yet acknowledged
 // What the page does with a new state (`draw`) and when another tab took over (`elsewhere`).
@@ -38,6 +39,10 @@ const ACK_TIMEOUT_MS = 4000;
 function emit(event, message) {
   return new Promise((resolve) => {
     const attempt = () => {
+      // Before this connection's join, a message would reach the server from a connection
+      // not yet the participant's and be refused, and a click lost: it stays in `pending`,
+      // and the join sends it.
+      if (!joined) { resolve(null); return; }
       socket.timeout(ACK_TIMEOUT_MS).emit(event, message, (error, reply) => {
         if (error) {
           // Still connected: the ack was lost, send again. Disconnected: kept in
@@ -96,6 +101,7 @@ export function join() {
     oneMoment(null);
     if (!reply.ok) { refusedJoin(reply.reason); return; }
     displaced = false;
+    joined = true;
     receive(reply.state);
     pending.forEach(([event, message]) => emit(event, message));
   });
@@ -179,6 +185,7 @@ export function connect(draw, elsewhere) {
   });
   socket.on("elsewhere", showElsewhere);
   socket.on("disconnect", () => {
+    joined = false;
     document.getElementById("offline").hidden = rerouting;
     rerouting = false;
   });
