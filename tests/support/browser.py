@@ -41,19 +41,31 @@ DESKTOP = {"width": 1280, "height": 800}
 ROOT = Path(__file__).resolve().parents[2]
 GRACE_SECONDS = 6  # a closed tab's seat goes to an agent after this, in short_teams3
 TEAMS3_SEATS = 3
-# On a team page, once the given teammates' stations each show one finished cookie (the
-# count and one cookie on the plate) or the round has closed: whether the round still
-# runs, how many stations are a person's, and what each of those teammates' shows.
-TEAMMATES_FINISHED = """([round, seats]) => {
-  const running = document.querySelector(`.bakery[data-round="${round}"]`) !== null;
-  const shown = seats.map((seat) => {
-    const station = document.querySelector(`.station.theirs[data-kind=person]#seat${seat}`);
-    return station && [station.querySelector(".finished > span").textContent,
-                       station.querySelectorAll(".plate .done-cookie").length];
+# Watches a team page from now on: the first moment the given teammates' stations each
+# show one finished cookie (the count and one cookie on the plate), or the round has
+# closed, it keeps whether the round still ran, how many stations were a person's, and
+# what each of those teammates' showed. Kept in the page, so a busy machine's late
+# question still gets what the page showed while the round ran.
+WATCH_TEAMMATES = """([round, seats]) => {
+  const look = () => {
+    const running = document.querySelector(`.bakery[data-round="${round}"]`) !== null;
+    const shown = seats.map((seat) => {
+      const station = document.querySelector(`.station.theirs[data-kind=person]#seat${seat}`);
+      return station && [station.querySelector(".finished > span").textContent,
+                         station.querySelectorAll(".plate .done-cookie").length];
+    });
+    const done = shown.every((work) => work && work[0] === "Finished: 1" && work[1] === 1);
+    const persons = document.querySelectorAll(".station.theirs[data-kind=person]").length;
+    return (done || !running) && { running, persons, shown };
+  };
+  window.teammatesSeen = look();
+  if (window.teammatesSeen) return;
+  const watcher = new MutationObserver(() => {
+    window.teammatesSeen = look();
+    if (window.teammatesSeen) watcher.disconnect();
   });
-  const done = shown.every((work) => work && work[0] === "Finished: 1" && work[1] === 1);
-  const persons = document.querySelectorAll(".station.theirs[data-kind=person]").length;
-  return (done || !running) && { running, persons, shown };
+  watcher.observe(document.body,
+                  { subtree: true, childList: true, characterData: true, attributes: true });
 }"""
 
 # The robot's delivery played through in steps of 100 ms: where its kits or the robot
@@ -432,12 +444,15 @@ def play_team_round(people: list[Participant], shot: str | None = None,
     round in which an absent person's seat is not yet an agent's)."""
     rounds = [running_round(person) for person in people]
     seats = [own_seat(person) for person in people]
+    for person, round_id, seat in zip(people, rounds, seats, strict=True):
+        person.page.evaluate(WATCH_TEAMMATES,
+                             [round_id, [other for other in seats if other != seat]])
     for number, person in enumerate(people):
         person.decorate(f"{shot}-{number}" if shot else None)
         person.wait_count(1)
-    for person, round_id, seat in zip(people, rounds, seats, strict=True):
+    for person, seat in zip(people, seats, strict=True):
         others = [other for other in seats if other != seat]
-        seen = person.page.wait_for_function(TEAMMATES_FINISHED, arg=[round_id, others],
+        seen = person.page.wait_for_function("() => window.teammatesSeen",
                                              timeout=60_000).json_value()
         assert seen == {"running": True,
                         "persons": len(others) if persons is None else persons,
