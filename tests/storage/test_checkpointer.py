@@ -82,9 +82,10 @@ def test_of_two_processes_sharing_the_file_the_one_whose_turn_it_is_checkpoints(
     for turn in ("first", "second"):
         holder["first"] = turn == "first"
         other = checkpointers["second" if turn == "first" else "first"]
-        others_runs, runs = other.runs, checkpointers[turn].runs
+        others_runs = other.runs
         fill_log(first, 50)
-        while checkpointers[turn].runs < runs + 2:
+        runs = checkpointers[turn].runs
+        while checkpointers[turn].runs < runs + 2:  # one that may have begun during the writes
             time.sleep(0.02)
         assert other.runs <= others_runs + 1  # one that may have begun as the turn passed
         assert checkpointers[turn].last[2] == checkpointers[turn].last[1] > 0  # all copied
