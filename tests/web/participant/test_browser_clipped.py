@@ -19,6 +19,16 @@ from study.web.participant.agent_pool import PoolTeammates
 
 pytestmark = pytest.mark.browser
 PASSWORD = "lab-password"
+# The calibration panel's rightmost edge, its narrowest line of counts (in pixels) and how
+# many lines of counts it has.
+PANEL_EXTENT = """() => {
+  const edges = (selector) => [...document.querySelectorAll(selector)]
+    .map((element) => element.getBoundingClientRect());
+  const lines = edges("#calibration-types > *, #calibration-types .calibration-type > span");
+  const counts = edges(".calibration-type > span");
+  return [Math.max(...lines.map((box) => box.right)),
+          Math.min(...counts.map((box) => box.width)), counts.length];
+}"""
 SCREENS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
 
 
@@ -47,14 +57,11 @@ def test_the_console_counts_the_clipped_and_what_followed(tmp_path: Path, screen
         assert "warning" in (clipped.get_attribute("class") or "")
         assert page.locator("#target-team").inner_text().endswith(
             "could not be placed (unmatched): 1 (1 of them for a clipped capability)")
-        # the panel is redrawn with every snapshot: measure its lines in one go, in the page
-        right = page.eval_on_selector_all(
-            "#calibration-types > *, #calibration-types .calibration-type > span",
-            "lines => Math.max(...lines.map(line => line.getBoundingClientRect().right))")
+        # the panel is redrawn with every snapshot: find and measure its lines in one call
+        # in the page (a query and a later measure may meet lines already replaced)
+        right, narrowest, types = page.evaluate(PANEL_EXTENT)
+        assert types == 2, "a line of counts for each of study2's two capabilities"
         assert right <= SCREENS[screen]["width"], "every line wraps inside the screen"
-        narrowest = page.eval_on_selector_all(
-            ".calibration-type > span", "counts => Math.min(...counts.map("
-                                        "count => count.getBoundingClientRect().width))")
         assert narrowest >= min(300, SCREENS[screen]["width"] - 60), "counts readable"
         shots = os.environ.get("STUDY_SCREENSHOTS")
         if shots:
