@@ -16,6 +16,18 @@ from support.web import CHROMIUM, CHROMIUM_ARGS, FakeClock, make_app, small_pool
 from study.bots.servers import free_port
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first (their ``minutes`` mark): pytest-xdist hands the tests out in
+    this order, so the tests of minutes start at once and the short ones fill the gaps,
+    and a run is no longer than its longest test where it can be."""
+    items.sort(key=lambda item: -expected_minutes(item))
+
+
+def expected_minutes(item: pytest.Item) -> float:
+    mark = item.get_closest_marker("minutes")
+    return float(mark.args[0]) if mark else 0.0
+
+
 @pytest.fixture(scope="module")
 def teammates(tmp_path_factory: pytest.TempPathFactory):
     """A real pool of a few thousand teams, built once per test module."""

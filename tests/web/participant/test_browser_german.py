@@ -139,6 +139,7 @@ class _Live:
         self.url = url
 
 
+@pytest.mark.minutes(2)
 def test_the_german_demo_shows_no_default_english(tmp_path):
     # Rounds long enough for one cookie and a reading of every text on a busy machine; the
     # reference speeds are halved with the doubled rounds, so the capabilities stay the same.

@@ -47,6 +47,7 @@ def assert_measured_not_clipped(server: LiveServer, code: str) -> None:
     assert placed["n"] > 20 and 0 < placed["most"] < 1
 
 
+@pytest.mark.minutes(2)
 def test_a_person_at_an_ordinary_pace_completes_the_demo(server: LiveServer,
                                                           browser):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -75,6 +76,7 @@ def test_a_person_at_an_ordinary_pace_completes_the_demo(server: LiveServer,
     assert_only_slow_refusals(server, participant["id"])
 
 
+@pytest.mark.minutes(1)
 def test_on_a_phone_the_practice_measures_a_person_too(server: LiveServer,
                                                        browser):
     page = browser.new_page(viewport=PHONE, has_touch=True)

@@ -41,6 +41,7 @@ def script_errors(page: Page) -> list[str]:
     return errors
 
 
+@pytest.mark.minutes(2)
 def test_a_participant_completes_the_demo_study(server: LiveServer, browser, tmp_path: Path):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors = script_errors(page)
@@ -209,6 +210,7 @@ def scheduled(server: LiveServer, round_id: int) -> list[float]:
             for t in teammate_times(study.protocol, teammate, row, row["session_number"])]
 
 
+@pytest.mark.minutes(1.5)
 def test_the_teammate_decorates_to_the_model_and_the_page_lets_one_leave(
         server: LiveServer, browser, tmp_path: Path):
     """The teammate's station follows the decorator model's times over a session, animates

@@ -51,6 +51,7 @@ class PhoneParticipant(Participant):
         return int(round_id)
 
 
+@pytest.mark.minutes(2)
 def test_every_step_fits_a_phone(server: LiveServer, browser, tmp_path: Path):
     page = browser.new_page(viewport=PHONE, device_scale_factor=2, has_touch=True)
     you = PhoneParticipant(page, screenshot_directory(tmp_path))

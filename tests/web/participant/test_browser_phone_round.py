@@ -73,6 +73,7 @@ class PhonePlayer(Participant):
         return kind
 
 
+@pytest.mark.minutes(1.5)
 def test_the_cookie_and_its_tiles_fit_a_phone_in_every_round(tmp_path):
     protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp_path / "phone.toml",
                               round_seconds=10.0, practice_seconds=8.0,

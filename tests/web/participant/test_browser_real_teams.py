@@ -47,6 +47,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, protocol_file: Path):
         yield live
 
 
+@pytest.mark.minutes(3.5)
 def test_three_people_play_one_robot_and_an_agent_takes_a_closed_tab(
         server: LiveServer, browser, tmp_path: Path):
     shots = screenshot_directory(tmp_path)

@@ -208,6 +208,7 @@ def refresh_mid_cookie(you: Refresher, served: ServeProcess, prompts: Prompts, s
     return round_id
 
 
+@pytest.mark.minutes(1)
 @pytest.mark.parametrize("view", VIEWS)
 def test_a_refresh_mid_cookie_loses_nothing_and_back_stays_in_the_study(
         served: ServeProcess, browser, view: str, tmp_path: Path):

@@ -77,6 +77,7 @@ def practise(server: LiveServer, page, code: str, pace: float, ratings: dict[str
         page.screenshot(path=str(Path(shots) / f"teams-{code}.png"))
 
 
+@pytest.mark.minutes(2)
 def test_a_brisk_and_a_slow_person_both_land_in_the_target_team(
         server: LiveServer, browser, protocol_file: Path):
     for code, (pace, ratings) in PEOPLE.items():

@@ -132,6 +132,7 @@ def console_lobby(page: Page, url: str, expected: str) -> str:
     return text_of(page, "#lobby")
 
 
+@pytest.mark.minutes(3.5)
 def test_two_people_who_cannot_be_teamed_are_told_the_truth_and_seated_with_agents(
         server: LiveServer, browser, protocol: Protocol, tmp_path: Path):
     shots = screenshot_directory(tmp_path)

@@ -195,6 +195,7 @@ def assert_stored(server: LiveServer, code: str, chosen: dict) -> None:
     assert_only_slow_refusals(server, pid)
 
 
+@pytest.mark.minutes(3)
 def test_three_robots_on_a_desktop_at_a_persons_pace(server: LiveServer, browser,
                                                      tmp_path: Path):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -203,6 +204,7 @@ def test_three_robots_on_a_desktop_at_a_persons_pace(server: LiveServer, browser
     assert_stored(server, "three-desk", chosen)
 
 
+@pytest.mark.minutes(3)
 def test_three_robots_on_a_phone_at_a_persons_pace(server: LiveServer, browser,
                                                    tmp_path: Path):
     page = browser.new_page(viewport=PHONE, device_scale_factor=2, has_touch=True)

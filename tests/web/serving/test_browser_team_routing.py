@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CODES = ("ada-1", "ada-2", "dan-4")  # by HAProxy's hash: worker 1, 2, 2
 
 
+@pytest.mark.minutes(3)
 def test_a_team_of_browsers_ends_on_one_worker(tmp_path, browser):
     protocol_file = short_teams3(tmp_path)
     db = tmp_path / "study.sqlite"
