@@ -24,8 +24,8 @@ PASSWORD = "lab-password"
 PANEL_EXTENT = """() => {
   const edges = (selector) => [...document.querySelectorAll(selector)]
     .map((element) => element.getBoundingClientRect());
-  const lines = edges("#calibration-types > *, #calibration-types .calibration-type > span");
-  const counts = edges(".calibration-type > span");
+  const counts = edges("#calibration-types .calibration-type > span");
+  const lines = [...edges("#calibration-types > *"), ...counts];
   return [Math.max(...lines.map((box) => box.right)),
           Math.min(...counts.map((box) => box.width)), counts.length];
 }"""
