@@ -30,12 +30,15 @@ REAL, INT, TEXT = float, int, str
 # The most events one commit carries: a batch's first event waits for the others' work.
 BATCH_LIMIT = 16
 # How long a batch's first event waits for others to join its commit (under gevent, or with
-# events queued behind it). A commit writes each page it changed once, however many events
-# changed it (the tables' last pages, the log's header), so events sharing one cost less
-# than events committing alone; at 1,000 people the wait paid for itself (docs/capacity.md).
-# Where processes share the file, the wait comes before the write lock is taken, not while
-# it is held: the others would wait for it (``Storage.shared_file``).
-COMMIT_WINDOW_SECONDS = 0.002
+# events queued behind it), by durability. Under ``full`` every commit is made durable by a
+# sync of the log, which the events sharing a commit share: at 1,000 people two workers
+# answered in a p95 of 17 ms with the wait and 41 ms without. Under ``normal`` a commit
+# waits for no disk, and the events ready at once share it all the same (one yield): the
+# wait only delayed the demo's answers, a p95 of 10 against 6-7 ms on one worker and 18-20
+# against 11-12 on two, at no saving of CPU (docs/measurements/capacity-log.md). Where
+# processes share the file, the wait comes before the write lock is taken, not while it is
+# held: the others would wait for it (``Storage.shared_file``).
+COMMIT_WINDOWS = {"full": 0.002, "normal": 0.0}
 # How many query texts' columns a connection remembers (``Storage._names``).
 QUERIES_REMEMBERED = 1_000
 # How long a write waits for another process's transaction before it gives up.
@@ -309,6 +312,7 @@ class Storage:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.wal_sync = WalSync(Path(f"{self.path}-wal")) if durability == "full" else None
+        self.commit_window = COMMIT_WINDOWS[durability]
         self.db.execute("PRAGMA foreign_keys=ON")
         # Deleted rows are overwritten, not just unlinked: a withdrawal leaves no trace in
         # the file (whatever the SQLite build's default); see ``checkpoint``.
@@ -433,11 +437,11 @@ class Storage:
         others intact, and the first commits for all once they are in. A process waiting
         for another's write lock thus commits what piled up in one fsync rather than one
         each. Under gevent nothing queues (a greenlet runs until it waits), so the first
-        event waits ``COMMIT_WINDOW_SECONDS`` before committing: the events of every
-        participant whose message is ready to run, or arrives meanwhile, join it, up to
-        ``BATCH_LIMIT``, and a busy process commits once for many messages instead of once
-        each; where processes share the file, that wait comes before the lock
-        (``_gather``). Nested events are savepoints of their outer event."""
+        event yields before committing, under ``full`` durability for ``commit_window``:
+        the events of every participant whose message is ready to run, or arrives
+        meanwhile, join it, up to ``BATCH_LIMIT``, and a busy process commits once for many
+        messages instead of once each; where processes share the file, that wait comes
+        before the lock (``_gather``). Nested events are savepoints of their outer event."""
         self._gather()
         with self._queued_for_lock():
             self.lock.acquire()
@@ -462,7 +466,7 @@ class Storage:
             self.lock.release()
         if leads and not batch.committed.is_set():
             # The events ready meanwhile (or gathered before the lock) join this commit.
-            time.sleep(0 if self.shared_file else COMMIT_WINDOW_SECONDS)
+            time.sleep(0 if self.shared_file else self.commit_window)
             with self.lock:
                 if not batch.committed.is_set():  # unless it filled up and was committed
                     self._commit(batch)
@@ -474,10 +478,10 @@ class Storage:
 
     def _gather(self) -> None:
         """Where processes share the file, the first event of a commit waits
-        ``COMMIT_WINDOW_SECONDS`` before it takes the write lock, and the events that arrive
-        meanwhile wait for it, then join its commit: the events share one commit as where a
-        process writes alone, and no process waits for a lock held idle. Nested events and
-        events joining an open batch go on at once."""
+        ``commit_window`` (or yields once) before it takes the write lock, and the events
+        that arrive meanwhile wait for it, then join its commit: the events share one commit
+        as where a process writes alone, and no process waits for a lock held idle. Nested
+        events and events joining an open batch go on at once."""
         if not self.shared_file or self._nesting.depth != 1 or self._batch is not None:
             return
         if self._gathering is not None:
@@ -485,7 +489,7 @@ class Storage:
             return
         gathering = self._gathering = threading.Event()
         try:
-            time.sleep(COMMIT_WINDOW_SECONDS)
+            time.sleep(self.commit_window)
         finally:
             self._gathering = None
             gathering.set()

@@ -4,9 +4,9 @@ and an event with nobody queued behind it commits at once. Under gevent, where n
 queues, the greenlets ready to run share a commit, up to ``BATCH_LIMIT`` events.
 
 Here the first event starts the others in threads while it holds the lock and waits until
-they are queued; its wait before committing (``COMMIT_WINDOW_SECONDS``) is replaced by one that
-waits until each has joined the batch or failed, so which events share a commit is decided,
-not left to timing.
+they are queued; its wait before committing (``Storage.commit_window``) is replaced by one
+that waits until each has joined the batch or failed, so which events share a commit is
+decided, not left to timing.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 from support.storage import HANG, wait_for
 
 import study.storage.database as storage_module
-from study.storage.database import BATCH_LIMIT, COMMIT_WINDOW_SECONDS, Storage
+from study.storage.database import BATCH_LIMIT, COMMIT_WINDOWS, Storage
 
 
 @pytest.fixture
@@ -100,23 +100,25 @@ class Joiners:
             assert not thread.is_alive()
 
 
-def leader_yield(monkeypatch: pytest.MonkeyPatch, joiners: Joiners) -> None:
-    """Replace the first event's yield before committing (once) by waiting for the others."""
+def leader_yield(monkeypatch: pytest.MonkeyPatch, joiners: Joiners) -> list[float]:
+    """Replace the first event's wait before committing (the first sleep: nothing else
+    sleeps here) by waiting for the others; returns the seconds it asked to wait."""
     real_sleep = storage_module.time.sleep
-    calls = {"n": 0}
+    asked: list[float] = []
 
     class Time:
         monotonic = staticmethod(storage_module.time.monotonic)
 
         @staticmethod
         def sleep(seconds: float) -> None:
-            if seconds == COMMIT_WINDOW_SECONDS and calls["n"] == 0:
-                calls["n"] += 1
+            if not asked:
+                asked.append(seconds)
                 joiners.wait_until_joined()
                 return
             real_sleep(seconds)
 
     monkeypatch.setattr(storage_module, "time", Time)
+    return asked
 
 
 def leading_event(storage: Storage, joiners: Joiners) -> None:
@@ -129,15 +131,33 @@ def leading_event(storage: Storage, joiners: Joiners) -> None:
 def test_events_queued_behind_one_share_its_commit_and_return_once_committed(storage, monkeypatch):
     joiners = Joiners(storage, {f"joiner{i}": (lambda i=i: insert_step(storage, f"joiner{i}"))
                                 for i in range(5)})
-    leader_yield(monkeypatch, joiners)
+    asked = leader_yield(monkeypatch, joiners)
     commits = commits_of(storage)
     leading_event(storage, joiners)
     joiners.finish()
     assert commits == ["COMMIT"]
+    assert asked == [COMMIT_WINDOWS["full"]]  # the fixture's durability, the default
     assert joiners.outcome == {f"joiner{i}": "returned" for i in range(5)}
     assert joiners.visible_on_return == {f"joiner{i}": True for i in range(5)}
     rows = sqlite3.connect(storage.path).execute("SELECT count(*) FROM participants").fetchone()
     assert rows == (6,)
+
+
+def test_under_normal_durability_the_first_event_only_yields_and_the_queued_share_it(
+        tmp_path, monkeypatch):
+    """A commit under ``normal`` durability waits for no disk: the first event yields once
+    rather than waiting ``COMMIT_WINDOWS["full"]``, and the events queued meanwhile still
+    share its commit."""
+    storage = Storage(tmp_path / "normal.sqlite", durability="normal")
+    joiners = Joiners(storage, {f"joiner{i}": (lambda i=i: insert_step(storage, f"joiner{i}"))
+                                for i in range(3)})
+    asked = leader_yield(monkeypatch, joiners)
+    commits = commits_of(storage)
+    leading_event(storage, joiners)
+    joiners.finish()
+    assert asked == [0]
+    assert commits == ["COMMIT"]
+    assert joiners.visible_on_return == {f"joiner{i}": True for i in range(3)}
 
 
 def test_a_failing_event_leaves_the_rest_of_its_batch_committed(storage, monkeypatch):
@@ -190,7 +210,7 @@ import json, sqlite3, sys
 from gevent import monkey
 monkey.patch_all()
 import gevent
-from study.storage.database import COMMIT_WINDOW_SECONDS, Storage
+from study.storage.database import COMMIT_WINDOWS, Storage
 
 storage = Storage(sys.argv[1], durability="normal")
 commits = []
@@ -202,8 +222,7 @@ GEVENT_BATCHES = GEVENT_STORAGE + """
 # A window no busy machine outruns: gevent lets its loop look at the timers every few
 # milliseconds even with greenlets ready, so at the study's 2 ms the ready greenlets of a
 # slow machine could find the last batch committed before they joined it.
-import study.storage.database
-study.storage.database.COMMIT_WINDOW_SECONDS = 1.0
+storage.commit_window = 1.0
 def event(i):
     with storage.event() as db:
         db.execute("INSERT INTO participants (code, protocol, created_at, step) "
@@ -255,28 +274,30 @@ def event(code, after):
 """
 
 GEVENT_WINDOW = GEVENT_MESSAGE + """
+storage.commit_window = COMMIT_WINDOWS["full"]  # its commit waits for a sync of the log
 # the second message arrives while the first waits: its timer is due before the first's
 events = [gevent.spawn(event, "first", 0),
-          gevent.spawn(event, "later", COMMIT_WINDOW_SECONDS / 4)]
+          gevent.spawn(event, "later", storage.commit_window / 4)]
 gevent.joinall(events)
 print(json.dumps({"commits": len(commits), "stored": [g.value for g in events]}))
 """
 
 
 def test_under_gevent_a_message_arriving_while_the_first_waits_shares_its_commit(tmp_path):
-    """A message that was not ready when the first event began waiting, but came within
-    the window, joins its commit: at a person's pace few messages are ready at the same
-    instant, and a commit alone writes the same pages as a commit of several."""
+    """Under full durability, a message that was not ready when the first event began
+    waiting, but came within the window, joins its commit and its sync of the log: at a
+    person's pace few messages are ready at the same instant."""
     run = subprocess.run([sys.executable, "-c", GEVENT_WINDOW, str(tmp_path / "w.sqlite")],
                          capture_output=True, text=True, timeout=HANG, check=True)
     assert json.loads(run.stdout) == {"commits": 1, "stored": [True, True]}
 
 
 GEVENT_SHARED = GEVENT_MESSAGE + """
+storage.commit_window = COMMIT_WINDOWS["full"]
 storage.shared_file = True
 another_process = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)
 def another_writes():
-    gevent.sleep(COMMIT_WINDOW_SECONDS / 2)
+    gevent.sleep(storage.commit_window / 2)
     try:
         another_process.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError:
@@ -284,7 +305,7 @@ def another_writes():
     another_process.execute("COMMIT")
     return True
 events = [gevent.spawn(event, "first", 0),
-          gevent.spawn(event, "later", COMMIT_WINDOW_SECONDS / 4)]
+          gevent.spawn(event, "later", storage.commit_window / 4)]
 other = gevent.spawn(another_writes)
 gevent.joinall(events + [other])
 print(json.dumps({"commits": len(commits), "stored": [g.value for g in events],
