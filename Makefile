@@ -38,11 +38,13 @@ system-packages:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# Two runs side by side, each in parallel (pytest-xdist): the tests that drive Chromium at a
-# person's pace, mostly waiting on the round clock, handed out one at a time from the
-# longest (tests/conftest.py), and every other test, at a lower CPU priority (nice) so a
-# busy machine never makes a person's round clock outrun the person. The browser run's
-# output follows the other's; the exit code fails if either failed.
+# Two runs side by side, each in parallel (pytest-xdist), each handing its tests out one at
+# a time from the longest (their ``minutes`` mark, tests/conftest.py), so the tests that
+# wait on servers and clocks start first and the short ones fill the cores meanwhile: the
+# tests that drive Chromium at a person's pace, mostly waiting on the round clock, and every
+# other test, at a lower CPU priority (nice) so a busy machine never makes a person's round
+# clock outrun the person. The browser run's output follows the other's; the exit code
+# fails if either failed.
 BROWSER_PROCESSES ?= 6
 TEST_PROCESSES ?= 4
 BROWSER_LOG := var/browser-tests.log
@@ -51,7 +53,7 @@ test: $(STAMP) system-packages lint
 	@mkdir -p var
 	@$(BIN)/pytest -m browser -n $(BROWSER_PROCESSES) --dist load --maxschedchunk 1 > $(BROWSER_LOG) 2>&1 & \
 	browser=$$!; \
-	nice -n 10 $(BIN)/pytest -m "not browser" -n $(TEST_PROCESSES) --dist worksteal; \
+	nice -n 10 $(BIN)/pytest -m "not browser" -n $(TEST_PROCESSES) --dist load --maxschedchunk 1; \
 	others=$$?; wait $$browser; browsers=$$?; \
 	echo; echo "=== the browser tests (at a person's pace, beside the others) ==="; \
 	cat $(BROWSER_LOG); \

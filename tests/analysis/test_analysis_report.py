@@ -37,6 +37,7 @@ def query(database, sql):
         return connection.execute(sql).fetchall()
 
 
+@pytest.mark.minutes(0.4)
 def test_report_is_self_contained_with_every_figure_in_png_and_svg(built):
     _, out, _ = built
     page = (out / "report.html").read_text()

@@ -94,6 +94,7 @@ def unmatched(tmp_path_factory):
     return root / "study.sqlite", read_report(root / "out")
 
 
+@pytest.mark.minutes(0.35)
 def test_the_study_places_people_in_and_off_the_target_team(off_target):
     database = off_target[0]
     assert count(database, "SELECT COUNT(*) FROM participants WHERE step = 'done'") == len(

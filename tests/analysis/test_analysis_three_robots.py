@@ -65,6 +65,7 @@ def analysed(tables: Tables) -> str:
     return ", ".join(f"'{code}'" for code in codes)
 
 
+@pytest.mark.minutes(0.8)
 def test_the_flow_has_a_stage_per_session(study):
     database, tables, _ = study
     flow = table(tables, "Participant flow").set_index("stage")

@@ -122,6 +122,7 @@ def lowest_index(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.minutes(0.35)
 def test_the_report_gives_each_effect_with_and_without_the_tied(lowest_index):
     database, (tables, page) = lowest_index
     assert tied_in_sql(database, "AND p.step = 'done'") == TIED

@@ -42,6 +42,7 @@ def rows(db: Path, sql: str, *params) -> list[tuple]:
         return connection.execute(sql, params).fetchall()
 
 
+@pytest.mark.minutes(0.45)
 def test_every_behaviour_finishes_and_nothing_acknowledged_is_missing(served):
     url, db, _, facts = served
     quick = {"refreshing": replace(BEHAVIOURS["refreshing"], refresh_at=0.3),

@@ -126,6 +126,7 @@ def test_the_shipped_reference_speeds_measure_quick_and_slow_people_unclipped(na
     assert typical[0] / centres[0] == pytest.approx(typical[1] / centres[1], rel=0.1)
 
 
+@pytest.mark.minutes(0.7)
 def test_a_human_bot_reports_every_element_and_is_measured_by_it(tmp_path):
     protocol_path = quick_protocol(PROTOCOLS / "demo.toml", tmp_path / "quick.toml",
                                    round_seconds=4.0, practice_seconds=8.0,

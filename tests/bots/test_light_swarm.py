@@ -47,6 +47,7 @@ def rows(db: Path, sql: str, *params) -> list[tuple]:
         return connection.execute(sql, params).fetchall()
 
 
+@pytest.mark.minutes(0.4)
 def test_fast_bots_finish_the_study_and_nothing_acknowledged_is_missing(server):
     served, facts = server
     report = run_light_swarm(plan_for(served.url, 4, FAST, facts, "lightfast"))
@@ -68,6 +69,7 @@ def test_fast_bots_finish_the_study_and_nothing_acknowledged_is_missing(server):
     assert steps == [("done",)]
 
 
+@pytest.mark.minutes(0.4)
 def test_human_paced_bots_report_every_element_and_finish(server):
     served, facts = server
     quick_pages = Pace(human=True, page_scale=0.02)
@@ -84,6 +86,7 @@ def test_human_paced_bots_report_every_element_and_finish(server):
     assert steps == [("done",)]
 
 
+@pytest.mark.minutes(0.4)
 def test_a_study_served_with_normal_durability_says_so_and_loses_nothing(tmp_path):
     protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp_path / "quick.toml",
                               round_seconds=3.0, practice_seconds=2.0,

@@ -194,6 +194,7 @@ def test_a_round_closed_in_time_keeps_its_small_delay(tmp_path, teammates, clock
 
 
 @pytest.mark.slow
+@pytest.mark.minutes(0.55)
 def test_a_served_study_rides_out_a_full_disk_without_a_restart(tmp_path, served_disk):
     """Bots take part in ``study serve`` whose database is on a small tmpfs; a file fills
     it mid-round for longer than a round, then is deleted."""

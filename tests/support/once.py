@@ -1,6 +1,6 @@
 """A module fixture's study, run once for the whole test run rather than once on every
 pytest-xdist process that takes one of the module's tests: the in-process studies behind
-the analysis tests take half a minute each, and ``--dist worksteal`` spreads a module's
+the analysis tests take half a minute each, and ``--dist load`` spreads a module's
 tests over several processes."""
 
 from __future__ import annotations

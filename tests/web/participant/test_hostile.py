@@ -159,6 +159,7 @@ def test_a_flood_from_a_joined_tab_is_cut_off(app):
 
 
 @pytest.mark.slow
+@pytest.mark.minutes(0.75)
 def test_a_flood_against_study_serve_stores_almost_nothing(tmp_path):
     """Two connections, one never joining and one joined, flood a real ``study serve``
     (``study.bots.flood``, a tenth of the issue's flood): the database grows by far less

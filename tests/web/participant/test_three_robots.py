@@ -206,6 +206,7 @@ def served(root: Path, source: Path) -> tuple[LiveServer, Path, StudyFacts]:
 
 
 @pytest.mark.parametrize(("robots", "bots"), [(3, 3), (4, 4)])
+@pytest.mark.minutes(0.5)
 def test_bots_finish_a_study_of_several_robots(tmp_path, robots, bots):
     source = THREE if robots == 3 else four_robots(tmp_path)
     server, db, facts = served(tmp_path, source)

@@ -41,6 +41,7 @@ def answer_once(url: str, status: int, timeout: float) -> requests.Response:
     raise TimeoutError(f"{url} never answered {status}")
 
 
+@pytest.mark.minutes(0.45)
 def test_stalled_workers_leave_the_balancer_answering_the_calm_page_in_german(tmp_path):
     protocol = quick_protocol(ROOT / "protocols" / "demo-de.toml", tmp_path / "de.toml")
     texts = load_protocol(protocol).texts

@@ -31,6 +31,7 @@ def sqlite_rows(db: Path, sql: str) -> list[dict]:
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.minutes(0.5)
 def test_two_processes_share_pushes_through_redis(tmp_path, redis_url):
     protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp_path / "quick.toml",
                               round_seconds=2.5, practice_seconds=1.5)

@@ -70,6 +70,7 @@ class RedisServer:
             self.process.wait(timeout=10)
 
 
+@pytest.mark.minutes(0.5)
 def test_a_redis_restart_mid_round_strands_no_bot(tmp_path):
     protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp_path / "quick.toml",
                               round_seconds=3.0, practice_seconds=2.0)

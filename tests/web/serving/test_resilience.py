@@ -59,6 +59,7 @@ def crashed_and_restarted(tmp_path):
     return db, codes, results[0], at_kill, (restarting, restarted)
 
 
+@pytest.mark.minutes(0.5)
 def test_a_killed_server_loses_nothing_and_everyone_resumes(crashed_and_restarted):
     db, codes, result, at_kill, (restarting, restarted) = crashed_and_restarted
     assert [o.error for o in result.outcomes] == [None] * len(codes), result.summary()

@@ -41,6 +41,7 @@ def wait_in_measured_round(db: Path, code: str, measured: set[int], timeout: flo
     raise TimeoutError("the bot never reached a measured practice round")
 
 
+@pytest.mark.minutes(0.6)
 def test_a_crash_in_a_measured_round_measures_only_the_time_the_server_was_up(tmp_path):
     protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp_path / "quick.toml",
                               round_seconds=3.0, practice_seconds=4.0)

@@ -52,6 +52,7 @@ def swarm(url: str, protocol, prefix: str) -> tuple[threading.Thread, list[Swarm
 
 
 @pytest.mark.parametrize("seats", [2, 3])
+@pytest.mark.minutes(0.75)
 def test_teammates_share_a_worker_and_push_in_memory(tmp_path, seats):
     protocol, db, server = team_study_on_two_workers(tmp_path, seats)
     try:

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("seats, which", [(2, "holder"), (3, "holder"), (3, "other")])
+@pytest.mark.minutes(0.7)
 def test_killing_a_worker_loses_no_team_round(tmp_path, seats, which):
     protocol, db, server = team_study_on_two_workers(tmp_path, seats)
     try:

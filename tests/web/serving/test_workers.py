@@ -32,6 +32,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("which", ["holder", "other"])
+@pytest.mark.minutes(0.5)
 def test_killing_a_worker_loses_nothing(tmp_path, which):
     protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp_path / "quick.toml",
                               round_seconds=3.0, practice_seconds=2.0)
