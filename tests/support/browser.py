@@ -22,6 +22,9 @@ DEADLINE_MARGIN = 0.3  # seconds before the deadline a person's last move would 
 # A quick hand's cookie takes at least this long: more than any shipped protocol's shortest
 # accepted cookie (1 s), so the server never refuses it as too fast on an idle machine.
 QUICKEST_COOKIE_SECONDS = 1.2
+# The progress bar's width eases to each step's value; a screenshot waits for it to arrive.
+BAR_SETTLED = """() => Promise.all((document.getElementById("progress")?.getAnimations() ?? [])
+  .map(animation => animation.finished))"""
 # The centres of a letter's tile and of the cookie, the tray scrolled into view first (as
 # Playwright's own scrolling does, centred if it is out of view); null if either is missing.
 DRAG_SPOTS = """(letter) => {
@@ -108,6 +111,7 @@ class Participant:
 
     def shot(self, name: str | None) -> None:
         if self.shots is not None and name is not None:
+            self.page.evaluate(BAR_SETTLED)
             self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
 
     def robot_lane_unclear(self) -> list[str]:

@@ -49,6 +49,15 @@ def steps_of(protocol: Protocol) -> tuple[str, ...]:
                                                           if s not in TEAM_STEPS)
 
 
+def progress(protocol: Protocol, step: str) -> dict[str, int]:
+    """``state.progress``: how many of the journey's steps lie behind a participant, for the
+    page's bar. A journey that has ended (done, declined, withdrawn...) has every step
+    behind it, so its bar is full."""
+    steps = steps_of(protocol)
+    behind = len(steps) if step in TERMINAL or step not in steps else steps.index(step)
+    return {"index": behind, "total": len(steps)}
+
+
 def next_step(protocol: Protocol, step: str) -> str:
     """The step after ``step`` in this protocol's journey."""
     steps = steps_of(protocol)

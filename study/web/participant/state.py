@@ -43,13 +43,11 @@ class PageState:
         robot = session["robot"] if session else None
         transparency = (self.protocol.condition(session["condition"]).transparency
                         if session and session["condition"] else "")
-        steps = pages.steps_of(self.protocol)
         robots = pages.robots_met(self.storage, pid) if step == "post" else None
         # the team page's version says who is in the person's team
         team_page = self.teams.team_page(pid) if step == "teammate" else "team"
         state = {"code": code, "step": step, "now": self.clock(),
-                 "progress": {"index": steps.index(step) if step in steps else len(steps),
-                              "total": len(steps)},
+                 "progress": pages.progress(self.protocol, step),
                  "session": pages.session_label(self.protocol, step),
                  "page": pages.page(self.protocol, step, robot, transparency,
                                     team_page, robots),

@@ -75,6 +75,7 @@ def test_a_participant_completes_the_demo_study(server: LiveServer, browser, tmp
     you.shot("17-debrief")
     you.click("keep")
     you.step("done")
+    assert page.eval_on_selector("#progress", "bar => bar.style.width") == "100%"
     you.shot("18-done")
     page.close()
     assert errors == []

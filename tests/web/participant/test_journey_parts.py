@@ -14,6 +14,7 @@ from study.storage.database import Storage
 from study.web.participant import withdrawal
 from study.web.participant.journey import Journey
 from study.web.participant.outbox import Push, Unheard
+from study.web.participant.pages import progress, steps_of
 from study.web.participant.records import Records
 from study.web.participant.rejections import Rejected
 
@@ -136,3 +137,19 @@ def test_a_step_entered_is_logged_and_done_issues_the_withdrawal_link(tmp_path, 
     assert logged[-1] == {"step": "done", "at": 5.0}
     token = withdrawal.token_of(storage, pid)
     assert token is not None and withdrawal.participant_of(storage, token)["code"] == "done-1"
+
+
+def test_the_progress_bar_rises_through_the_journey_and_is_full_at_its_end(tmp_path,
+                                                                           teammates):
+    journey, _ = journey_with_page(tmp_path, teammates)
+    steps = steps_of(journey.protocol)
+    bars = [progress(journey.protocol, step) for step in steps]
+    assert {bar["total"] for bar in bars} == {len(steps)}
+    assert [bar["index"] for bar in bars] == [*range(len(steps) - 1), len(steps)]
+    full = {"index": len(steps), "total": len(steps)}
+    for code, end in (("finisher", "done"), ("leaver", "withdrawn")):
+        pid = journey.enrol(code)["id"]
+        assert journey.state(code)["progress"] == {"index": 0, "total": len(steps)}
+        with journey.storage.event():
+            Records(journey.storage).advance(pid, end, 5.0)
+        assert journey.state(code)["progress"] == full

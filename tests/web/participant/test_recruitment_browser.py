@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
-from support.browser import screenshot_directory
+from support.browser import BAR_SETTLED, screenshot_directory
 from support.recruitment import RETURN, pid
 from support.web import CHROMIUM, CHROMIUM_ARGS, DEMO
 
@@ -82,6 +82,8 @@ def test_tabs_browsers_return_and_completion(tmp_path):
             code = finisher.wait_for_selector('.completion-code[data-outcome="finished"]')
             assert code.inner_text() == "Your completion code: C1FINISH"
             finisher.click('[data-action="stay"]')  # the page stays: time to look at it
+            finisher.evaluate(BAR_SETTLED)  # the journey is over: its bar full
+            assert finisher.eval_on_selector("#progress", "bar => bar.style.width") == "100%"
             finisher.screenshot(path=str(screenshot_directory(tmp_path) / "done-code-phone.png"),
                                 full_page=True)
             finisher.reload()  # without "stay", the page goes to the platform by itself
