@@ -30,6 +30,7 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#d95f02", "#8c564b", "#e
 # the page.
 OUTLINE = "#444444"
 PNG_DPI = 130
+SVG_MARGIN = 0.1  # inches the SVG's margin adds to the PNG's
 
 
 def colour(name: object, index: int) -> str:
@@ -48,11 +49,17 @@ def series_colours(series: list[str], first_colour: int = 0) -> list[str]:
 
 
 def save(figure: Figure, directory: Path, name: str) -> Path:
-    """Write ``name.png`` and ``name.svg``; returns the PNG's path."""
+    """Write ``name.png`` and ``name.svg``, both cut to the figure's ink; returns the PNG's
+    path. The cut is measured once, for the PNG: each ``bbox_inches="tight"`` lays the
+    whole figure out again, a quarter of a figure's time. The SVG's text, measured at 72
+    dpi, runs up to about 1 % wider, so its margin is wider by ``SVG_MARGIN``."""
     directory.mkdir(parents=True, exist_ok=True)
     png = directory / f"{name}.png"
-    figure.savefig(png, dpi=PNG_DPI, bbox_inches="tight")
-    figure.savefig(directory / f"{name}.svg", bbox_inches="tight")
+    figure.set_dpi(PNG_DPI)
+    figure.draw_without_rendering()
+    ink = figure.get_tightbbox().padded(matplotlib.rcParams["savefig.pad_inches"])
+    figure.savefig(png, dpi=PNG_DPI, bbox_inches=ink)
+    figure.savefig(directory / f"{name}.svg", bbox_inches=ink.padded(SVG_MARGIN))
     plt.close(figure)
     return png
 

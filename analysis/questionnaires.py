@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from analysis.models import holm
+
 MIN_PAIRS = 10
 # With 5 non-zero differences the smallest two-sided exact p is 2/32 = 0.0625.
 MIN_NONZERO = 6
@@ -106,14 +108,11 @@ def paired_comparisons(answers: pd.DataFrame) -> pd.DataFrame:
 
 def _holm(table: pd.DataFrame) -> pd.DataFrame:
     """``p_holm``: each item's tested p values Holm-adjusted over its pairs."""
-    from statsmodels.stats.multitest import multipletests
-
     table["p_holm"] = np.nan
     for _, part in table.groupby("item"):
         tested = part[part["p_value"].notna()]
         if len(tested):
-            table.loc[tested.index, "p_holm"] = multipletests(tested["p_value"].astype(float),
-                                                              method="holm")[1]
+            table.loc[tested.index, "p_holm"] = holm(tested["p_value"])
     return table
 
 

@@ -1,5 +1,7 @@
 """The within-subject models against constructed examples whose answer is known."""
 
+import gc
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -81,6 +83,26 @@ def test_ordinal_model_recovers_a_latent_shift_and_stays_on_the_scale():
         assert item.ci_low <= observed[item.condition] <= item.ci_high
 
 
+def test_the_ordered_logit_fits_what_statsmodels_own_logit_model_fits():
+    from statsmodels.miscmodels.ordinal_model import OrderedModel
+
+    rng = np.random.default_rng(5)
+    n = 60
+    condition = np.repeat(["a", "b", "c"], n)
+    latent = 0.8 * (condition == "b") - 0.5 * (condition == "c") + rng.logistic(size=3 * n)
+    endog = pd.Series(pd.Categorical(np.digitize(latent, [-1.5, -0.5, 0.5, 1.5]) + 1,
+                                     ordered=True))
+    exog = pd.DataFrame({"b": (condition == "b") * 1.0, "c": (condition == "c") * 1.0})
+    ours, theirs = (model(endog, exog, distr="logit").fit(method="bfgs", disp=False)
+                    for model in (models.ordered_logit(), OrderedModel))
+    assert ours.params.to_numpy() == pytest.approx(theirs.params.to_numpy(), abs=1e-9)
+    assert ours.bse.to_numpy() == pytest.approx(theirs.bse.to_numpy(), rel=1e-6)
+    far = np.array([-800.0, -40.0, 0.0, 40.0, 800.0])  # a threshold drawn far away
+    fitted = ours.model
+    assert fitted.cdf(far) == pytest.approx(stats.logistic.cdf(far), abs=1e-15)
+    assert fitted.pdf(far) == pytest.approx(stats.logistic.pdf(far), abs=1e-15)
+
+
 def test_models_say_why_when_they_cannot_fit():
     frame = paired_frame(2, effect=1.0)
     assert "too few" in models.mixed_model(frame, "y").iloc[0]["note"]
@@ -113,3 +135,24 @@ def test_mixed_model_without_a_participant_effect_converges_at_zero_variance():
     means = frame.groupby("condition")["y"].mean()
     assert row["estimate"] == pytest.approx(means["b"] - means["a"], abs=1e-4)
     assert "did not converge" not in row["note"]
+
+
+def test_holm_adjusts_as_statsmodels_and_leaves_the_heap_as_it_found_it():
+    from statsmodels.stats.multitest import multipletests
+
+    p_values = [0.01, 0.04, 0.03, 0.005, 0.5]
+    frozen_while_collecting = []
+
+    def watch(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            frozen_while_collecting.append(gc.get_freeze_count())
+
+    gc.callbacks.append(watch)
+    try:
+        adjusted = models.holm(p_values)
+    finally:
+        gc.callbacks.remove(watch)
+    assert adjusted == pytest.approx(multipletests(p_values, method="holm")[1])
+    # statsmodels collects every generation; what was alive before sat it out, frozen
+    assert frozen_while_collecting and min(frozen_while_collecting) > 1000
+    assert gc.get_freeze_count() == 0

@@ -126,3 +126,33 @@ def test_a_wide_table_scrolls_in_its_box_on_screen_and_fits_the_printed_page(tmp
                  prefer_css_page_size=True)
         browser.close()
     assert (tmp_path / "report.pdf").stat().st_size > 0
+
+
+def test_a_figure_is_cut_to_its_ink_in_png_and_no_closer_in_svg(tmp_path: Path):
+    from PIL import Image
+
+    def labelled() -> matplotlib.figure.Figure:
+        figure, axis = figures.plt.subplots(figsize=(4, 3))
+        axis.plot([0, 1], [0, 1])
+        axis.set_ylabel("a label far out to the left, in words people read")
+        figure.text(0.98, 0.5, "a note past the right edge", fontsize=12)
+        return figure
+
+    png = figures.save(labelled(), tmp_path / "ours", "cut")
+    tight = tmp_path / "tight"
+    tight.mkdir()
+    for suffix, dpi in (("png", figures.PNG_DPI), ("svg", None)):
+        figure = labelled()
+        figure.savefig(tight / f"cut.{suffix}", dpi=dpi, bbox_inches="tight")
+        figures.plt.close(figure)
+    assert Image.open(png).size == Image.open(tight / "cut.png").size
+    assert (np.asarray(Image.open(png)) == np.asarray(Image.open(tight / "cut.png"))).all()
+
+    def svg_size(path: Path) -> tuple[float, float]:
+        found = re.search(r'width="([\d.]+)pt" height="([\d.]+)pt"', path.read_text())
+        assert found, path
+        return float(found[1]), float(found[2])
+
+    ours, theirs = svg_size(png.with_suffix(".svg")), svg_size(tight / "cut.svg")
+    margin = 2 * 72 * figures.SVG_MARGIN
+    assert all(t <= o <= t + margin + 0.02 * t for o, t in zip(ours, theirs, strict=True))
