@@ -202,6 +202,14 @@ class Pool:
         gaps = self.column("fair_gap") if criteria.needs_fair_gap else None
         return criteria.mask(c, p, self.team_types, gaps)
 
+    @cached_property
+    def admitted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows, ``c`` and ``p`` of the teams the spec's filter admits, kept: a lobby seats
+        agents from them inside its write transaction."""
+        rows = np.flatnonzero(self.eligible())
+        c, p = self.coefficients
+        return rows, c[rows], p[rows]
+
     def index(self, teammate: TeammateFilter) -> MemberIndex:
         """The member index of one filter, built on first use and kept."""
         teammate = teammate.members

@@ -39,22 +39,23 @@ def fill_with_agents(pool: Any, c: np.ndarray, p: np.ndarray,
                      team_types: tuple[str, ...] = ()) -> SeatFill | None:
     """The pool team nearest the people ``c, p`` (``[m, n]``, m below the pool's humans),
     with the people in the seats that fit best; None when no admitted team gives a live
-    team of ``team_types``."""
-    pool_c, pool_p = pool.coefficients
-    admitted = np.flatnonzero(pool.eligible())
-    pool_c, pool_p = pool_c[admitted], pool_p[admitted]
-    humans = pool_c.shape[1]
+    team of ``team_types``. It runs inside the lobby's write transaction, so the live
+    teams' types are classified nearest first, a few at a time, not for the whole pool
+    at every seating."""
+    admitted, pool_c, pool_p = pool.admitted
+    wanted = [TEAM_TYPES.index(name) for name in team_types]
+    # apart[seat][k]: each team's squared distance from person k were they in that seat,
+    # summed a task type's column at a time (numpy's sum over a short last axis is slow)
+    apart = [[sum((pool_c[:, seat, j] - c[k, j]) ** 2 + (pool_p[:, seat, j] - p[k, j]) ** 2
+                  for j in range(c.shape[1])) for k in range(len(c))]
+             for seat in range(pool_c.shape[1])]
     best: tuple[float, int, tuple[int, ...]] | None = None
-    for seats in itertools.permutations(range(humans), len(c)):
-        live_c, live_p = pool_c.copy(), pool_p.copy()
-        live_c[:, list(seats)], live_p[:, list(seats)] = c, p
-        cost = (((pool_c[:, list(seats)] - c) ** 2).sum(axis=(1, 2))
-                + ((pool_p[:, list(seats)] - p) ** 2).sum(axis=(1, 2)))
-        if team_types:
-            wanted = [TEAM_TYPES.index(name) for name in team_types]
-            cost = np.where(np.isin(team_type_codes(live_c, live_p), wanted), cost, np.inf)
-        row = int(np.argmin(cost)) if len(cost) else -1
-        if row >= 0 and np.isfinite(cost[row]) and (best is None or cost[row] < best[0]):
+    for seats in itertools.permutations(range(pool_c.shape[1]), len(c)):
+        columns = list(seats)
+        cost = sum(apart[seat][k] for k, seat in enumerate(seats))
+        row = (_nearest_of_types(pool_c, pool_p, columns, c, p, cost, wanted) if wanted
+               else int(np.argmin(cost)) if len(cost) else None)
+        if row is not None and (best is None or cost[row] < best[0]):
             best = (float(cost[row]), row, seats)
     if best is None:
         return None
@@ -62,6 +63,27 @@ def fill_with_agents(pool: Any, c: np.ndarray, p: np.ndarray,
     team_c, team_p = pool_c[row].copy(), pool_p[row].copy()
     team_c[list(seats)], team_p[list(seats)] = c, p
     return SeatFill(team_c, team_p, tuple(seats), int(admitted[row]), float(np.sqrt(cost)))
+
+
+def _nearest_of_types(pool_c: np.ndarray, pool_p: np.ndarray, columns: list[int],
+                      c: np.ndarray, p: np.ndarray, cost: np.ndarray,
+                      wanted: list[int]) -> int | None:
+    """The row of least ``cost`` (the lowest on a tie) whose live team, the people in
+    ``columns`` and the row's others beside them, is of a ``wanted`` type: the rows up to
+    a cost are classified, that cost rising eightfold in rows each time none is."""
+    looked = 0
+    while looked < len(cost):
+        looked = min(max(8 * looked, 64), len(cost))
+        cutoff = np.partition(cost, looked - 1)[looked - 1]
+        rows = np.flatnonzero(cost <= cutoff)  # every tie at the cutoff too
+        rows = rows[np.argsort(cost[rows], kind="stable")]
+        live_c, live_p = pool_c[rows], pool_p[rows]
+        live_c[:, columns], live_p[:, columns] = c, p
+        fits = np.flatnonzero(np.isin(team_type_codes(live_c, live_p), wanted))
+        if len(fits):
+            return int(rows[fits[0]])
+        looked = max(looked, len(rows))
+    return None
 
 
 def live_type(c: np.ndarray, p: np.ndarray) -> str:
