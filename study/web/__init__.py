@@ -55,7 +55,7 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
     teammates = config.get("TEAMMATES") or PoolTeammates.for_protocol(
         protocol, Path(config.get("POOL_DIR", "var/pools")))
     if hasattr(teammates, "prepare"):
-        teammates.prepare()
+        teammates.prepare(protocol.team is not None and protocol.team.on_timeout == "agents")
     # A connection's events are handled in its own reader, one after the other: a tab's
     # messages are applied in the order sent, with no task started per message.
     manager = (queue.manager(config["MESSAGE_QUEUE"]) if config.get("MESSAGE_QUEUE")

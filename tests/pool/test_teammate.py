@@ -38,6 +38,16 @@ def test_the_source_indexes_its_members_when_prepared(teammates):
     teammates.prepare()
     index = teammates.__dict__["_index"]
     assert len(index.teams) == len(index.members) == len(index.points) > 0
+    assert "admitted" not in teammates.pool.__dict__  # an individual study seats no agents
+
+
+def test_a_lobby_that_seats_agents_has_its_admitted_teams_gathered_at_start(tmp_path):
+    spec = load_protocol(PROTOCOLS / "study2.toml").pool_spec().with_changes(teams=2_000)
+    pool = Pool.load(build_pool(spec, tmp_path / "pool.parquet", progress=False))
+    PoolTeammates(pool, "pool").prepare(seats_agents=True)
+    rows, c, p = pool.__dict__["admitted"]
+    assert (rows == np.flatnonzero(pool.eligible())).all() and len(rows) > 0
+    assert (c == pool.coefficients[0][rows]).all() and (p == pool.coefficients[1][rows]).all()
 
 
 def test_the_live_team_puts_the_participant_in_the_matched_role(teammates):

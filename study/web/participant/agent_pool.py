@@ -49,12 +49,16 @@ class PoolTeammates(PoolMembers):
         path = ensure_pool(protocol.pool_spec(), directory)
         return cls(Pool.load(path), str(path))
 
-    def prepare(self) -> None:
+    def prepare(self, seats_agents: bool = False) -> None:
         """Index the admitted members now (a fifth of a second on a 500,000-team pool), at
         start, rather than inside the first teammate choice's write transaction (the app
-        calls this on a source that has it). A pool of larger teams serves a [team]'s
-        agent seats, matched by ``study.web.participant.real_teams.agents`` instead."""
-        _ = self._index if self.pool.spec.humans == 2 else self.pool.coefficients
+        calls this on a source that has it). A lobby that seats agents (``seats_agents``),
+        and every pool of larger teams, takes them from the admitted teams
+        (``study.web.participant.real_teams.agents``): those are gathered now too."""
+        if self.pool.spec.humans == 2:
+            _ = self._index
+        if seats_agents or self.pool.spec.humans != 2:
+            _ = self.pool.admitted
 
 
 def session_row(protocol: Protocol, condition: Condition, team: Team, human: int,
