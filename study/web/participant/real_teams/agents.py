@@ -35,11 +35,12 @@ class SeatFill:
     distance: float
 
 
-def fill_with_agents(pool: Any, c: np.ndarray, p: np.ndarray,
-                     team_types: tuple[str, ...] = ()) -> SeatFill | None:
+def fill_with_agents(pool: Any, c: np.ndarray, p: np.ndarray, team_types: tuple[str, ...],
+                     reading: str) -> SeatFill | None:
     """The pool team nearest the people ``c, p`` (``[m, n]``, m below the pool's humans),
     with the people in the seats that fit best; None when no admitted team gives a live
-    team of ``team_types``. It runs inside the lobby's write transaction, so the live
+    team of ``team_types`` (any, if none) by the protocol's reading of the most capable
+    human. It runs inside the lobby's write transaction, so the live
     teams' types are classified nearest first, a few at a time, not for the whole pool
     at every seating."""
     admitted, pool_c, pool_p = pool.admitted
@@ -53,7 +54,8 @@ def fill_with_agents(pool: Any, c: np.ndarray, p: np.ndarray,
     for seats in itertools.permutations(range(pool_c.shape[1]), len(c)):
         columns = list(seats)
         cost = sum(apart[seat][k] for k, seat in enumerate(seats))
-        row = (_nearest_of_types(pool_c, pool_p, columns, c, p, cost, wanted) if wanted
+        row = (_nearest_of_types(pool_c, pool_p, (columns, c, p), cost, wanted, reading)
+               if wanted
                else int(np.argmin(cost)) if len(cost) else None)
         if row is not None and (best is None or cost[row] < best[0]):
             best = (float(cost[row]), row, seats)
@@ -65,12 +67,14 @@ def fill_with_agents(pool: Any, c: np.ndarray, p: np.ndarray,
     return SeatFill(team_c, team_p, tuple(seats), int(admitted[row]), float(np.sqrt(cost)))
 
 
-def _nearest_of_types(pool_c: np.ndarray, pool_p: np.ndarray, columns: list[int],
-                      c: np.ndarray, p: np.ndarray, cost: np.ndarray,
-                      wanted: list[int]) -> int | None:
-    """The row of least ``cost`` (the lowest on a tie) whose live team, the people in
-    ``columns`` and the row's others beside them, is of a ``wanted`` type: the rows up to
-    a cost are classified, that cost rising eightfold in rows each time none is."""
+def _nearest_of_types(pool_c: np.ndarray, pool_p: np.ndarray,
+                      seated: tuple[list[int], np.ndarray, np.ndarray], cost: np.ndarray,
+                      wanted: list[int], reading: str) -> int | None:
+    """The row of least ``cost`` (the lowest on a tie) whose live team, the people
+    ``seated`` (their seats, ``c``, ``p``) and the row's others beside them, is of a
+    ``wanted`` type: the rows up to a cost are classified, that cost rising eightfold in
+    rows each time none is."""
+    columns, c, p = seated
     looked = 0
     while looked < len(cost):
         looked = min(max(8 * looked, 64), len(cost))
@@ -79,16 +83,17 @@ def _nearest_of_types(pool_c: np.ndarray, pool_p: np.ndarray, columns: list[int]
         rows = rows[np.argsort(cost[rows], kind="stable")]
         live_c, live_p = pool_c[rows], pool_p[rows]
         live_c[:, columns], live_p[:, columns] = c, p
-        fits = np.flatnonzero(np.isin(team_type_codes(live_c, live_p), wanted))
+        fits = np.flatnonzero(np.isin(team_type_codes(live_c, live_p, reading), wanted))
         if len(fits):
             return int(rows[fits[0]])
         looked = max(looked, len(rows))
     return None
 
 
-def live_type(c: np.ndarray, p: np.ndarray) -> str:
-    """The team type of one team's coefficients (MODEL.md, "Team types")."""
-    return TEAM_TYPES[int(team_type_codes(c[None], p[None])[0])]
+def live_type(c: np.ndarray, p: np.ndarray, reading: str) -> str:
+    """The team type of one team's coefficients (MODEL.md, "Team types"), by the
+    protocol's reading of the most capable human."""
+    return TEAM_TYPES[int(team_type_codes(c[None], p[None], reading)[0])]
 
 
 def agent_times(protocol: Protocol, seat: dict[str, Any], team_round: dict[str, Any],

@@ -61,7 +61,8 @@ class Founding:
         team_id = self.storage.insert("teams", {
             "protocol": self.protocol.name, "humans": design.humans, "persons": len(people),
             "formation": design.formation, "formed_at": now, "formed_by": formed_by,
-            "condition_order": json.dumps(order), "live_type": live_type(c, p),
+            "condition_order": json.dumps(order), "live_type": live_type(
+                c, p, self.protocol.pool.most_capable_reading),
             "team_c": to_json(c.tolist()), "team_p": to_json(p.tolist()), "session": 0})
         person_in = dict(zip(seat_of, people, strict=True))
         for seat in range(design.humans):

@@ -162,7 +162,8 @@ class Lobby:
     def _of_wanted_type(self, c: np.ndarray, p: np.ndarray) -> np.ndarray:
         """``[B]``: whether each team (``[B, h, n]``) has a live type the design names."""
         wanted = [TEAM_TYPES.index(name) for name in self.design.team_types]
-        return np.isin(team_type_codes(c, p), wanted)
+        return np.isin(team_type_codes(c, p, self.protocol.pool.most_capable_reading),
+                       wanted)
 
     # --- forming ------------------------------------------------------------------------
 
@@ -223,7 +224,7 @@ class Lobby:
         fill = fill_with_agents(self.pool(), np.array([person.c for person in people]),
                                 np.array([person.p for person in people]),
                                 self.design.team_types if self.design.formation == "traits"
-                                else ())
+                                else (), self.protocol.pool.most_capable_reading)
         if fill is None:  # no pool team makes the type with them: nobody can be placed
             for row in group:
                 self._close(row, "timeout", None, now)
