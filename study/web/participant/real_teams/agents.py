@@ -40,9 +40,8 @@ def fill_with_agents(pool: Any, c: np.ndarray, p: np.ndarray, team_types: tuple[
     """The pool team nearest the people ``c, p`` (``[m, n]``, m below the pool's humans),
     with the people in the seats that fit best; None when no admitted team gives a live
     team of ``team_types`` (any, if none) by the protocol's reading of the most capable
-    human. It runs inside the lobby's write transaction, so the live
-    teams' types are classified nearest first, a few at a time, not for the whole pool
-    at every seating."""
+    human. It runs inside the lobby's write transaction, so live teams are classified
+    nearest first, a few at a time, not the whole pool for every seating."""
     admitted, pool_c, pool_p = pool.admitted
     wanted = [TEAM_TYPES.index(name) for name in team_types]
     # apart[seat][k]: each team's squared distance from person k were they in that seat,
@@ -54,9 +53,10 @@ def fill_with_agents(pool: Any, c: np.ndarray, p: np.ndarray, team_types: tuple[
     for seats in itertools.permutations(range(pool_c.shape[1]), len(c)):
         columns = list(seats)
         cost = sum(apart[seat][k] for k, seat in enumerate(seats))
-        row = (_nearest_of_types(pool_c, pool_p, (columns, c, p), cost, wanted, reading)
-               if wanted
-               else int(np.argmin(cost)) if len(cost) else None)
+        if wanted:
+            row = _nearest_of_types(pool_c, pool_p, (columns, c, p), cost, wanted, reading)
+        else:
+            row = int(np.argmin(cost)) if len(cost) else None
         if row is not None and (best is None or cost[row] < best[0]):
             best = (float(cost[row]), row, seats)
     if best is None:
