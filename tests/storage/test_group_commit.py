@@ -23,7 +23,7 @@ import pytest
 from support.storage import HANG, wait_for
 
 import study.storage.database as storage_module
-from study.storage.database import BATCH_LIMIT, COMMIT_WINDOWS, Storage
+from study.storage.database import BATCH_LIMIT, COMMIT_WINDOWS, CONTENDED_WINDOW, Storage
 
 
 @pytest.fixture
@@ -311,3 +311,45 @@ def test_where_processes_share_the_file_events_gather_before_the_write_lock(tmp_
                          capture_output=True, text=True, timeout=HANG, check=True)
     assert json.loads(run.stdout) == {"commits": 1, "stored": [True, True],
                                       "lock free meanwhile": True}
+
+
+def test_after_waiting_for_another_process_a_commit_gathers_longer_before_the_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Where processes share the file under normal durability, the first event of a commit
+    yields once before it asks for the write lock; after a turn at the lock that had to
+    wait for another process, it gathers for ``CONTENDED_WINDOW``, and once a turn comes
+    at once, it yields once again."""
+    storage = Storage(tmp_path / "shared.sqlite", durability="normal")
+    storage.shared_file = True
+    other = sqlite3.connect(tmp_path / "shared.sqlite", timeout=0, isolation_level=None)
+    asked: list[float] = []
+
+    class Time:
+        monotonic = staticmethod(storage_module.time.monotonic)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            asked.append(seconds)
+            if other.in_transaction and len(asked) > 2:  # after the two gathers, a retry
+                other.execute("COMMIT")  # of the write lock: the other process is done
+
+    monkeypatch.setattr(storage_module, "time", Time)
+
+    def insert(code: str) -> None:
+        with storage.event() as db:
+            db.execute("INSERT INTO participants (code, protocol, created_at, step) "
+                       "VALUES (?, 'demo', 1.0, 'consent')", (code,))
+
+    insert("alone")
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    insert("kept-waiting")
+    gathered_after_waiting = len(asked)
+    insert("after-a-wait")
+    insert("at-once-again")
+    assert asked[:2] == [COMMIT_WINDOWS["normal"]] * 2  # alone, then the one kept waiting
+    assert len(asked) == gathered_after_waiting + 2 and gathered_after_waiting > 2
+    assert asked[gathered_after_waiting:] == [CONTENDED_WINDOW, COMMIT_WINDOWS["normal"]]
+    assert [row["code"] for row in storage.all("SELECT code FROM participants ORDER BY id")] == [
+        "alone", "kept-waiting", "after-a-wait", "at-once-again"]
+    storage.close()
+    other.close()
