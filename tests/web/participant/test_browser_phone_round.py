@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, sync_playwright
-from support.browser import Participant, screenshot_directory
+from support.browser import PHONE, Participant, screenshot_directory
 from support.web import CHROMIUM, CHROMIUM_ARGS
 
 from study.bots.servers import ServeProcess, quick_protocol
 
 ROOT = Path(__file__).resolve().parents[3]
-PHONE = {"width": 390, "height": 844}
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 

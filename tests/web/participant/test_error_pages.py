@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
-from support.browser import assert_fits, frame_styles, screenshot_directory
+from support.browser import PHONE, assert_fits, frame_styles, screenshot_directory
 from support.web import CHROMIUM, CHROMIUM_ARGS, LiveServer, make_app
 from werkzeug.exceptions import ServiceUnavailable
 
@@ -19,7 +19,6 @@ from study.storage.health import StorageUnavailable
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "protocols" / "demo.toml"
 GERMAN = ROOT / "protocols" / "demo-de.toml"
-PHONE = {"width": 390, "height": 844}
 STYLESHEET = '<link rel="stylesheet" href="/static/css/bakery.css">'
 
 

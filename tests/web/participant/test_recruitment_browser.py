@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
-from support.browser import BAR_SETTLED, screenshot_directory
+from support.browser import BAR_SETTLED, PHONE, screenshot_directory
 from support.recruitment import RETURN, pid
 from support.web import CHROMIUM, CHROMIUM_ARGS, DEMO
 
@@ -20,7 +20,6 @@ from study.web.participant.steps import declined_mark
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 WAIT = 30_000
-PHONE = {"width": 390, "height": 844}
 
 
 def prolific_protocol(out: Path, completion_url: str) -> Path:
