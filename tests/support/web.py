@@ -7,6 +7,8 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from study.bots.servers import ServeProcess
 from study.pool import Pool, PoolSpec, ensure_pool
 from study.web import create_app
@@ -16,6 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "protocols" / "demo.toml"
 STUDY2 = ROOT / "protocols" / "study2.toml"
 START = 1_750_000_000.0
+
+
+def moment(seconds: Any) -> Any:
+    """A time of day (or a list of them) compared to the microsecond: pytest's approx
+    allows a millionth of the value, half an hour at today's epoch seconds."""
+    return pytest.approx(seconds, rel=0, abs=1e-6)
 
 
 class FakeClock:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.people import Person, play_round, practise, running, tick_until, to_session
 from support.teams import team_protocol
-from support.web import FakeClock, journey, make_app, rows
+from support.web import FakeClock, journey, make_app, moment, rows
 
 from study.web.participant import playing
 from study.web.participant.real_teams import play
@@ -28,7 +28,7 @@ def test_two_people_by_arrival_play_every_round_on_one_clock(tmp_path, teammates
     assert ada.state()["step"] == "lobby"
     lobby = ada.state()["lobby"]
     assert (lobby["waiting"], lobby["needed"]) == (1, 2)
-    assert lobby["shared_deadline"] == pytest.approx(lobby["entered_at"] + 300)
+    assert lobby["shared_deadline"] == moment(lobby["entered_at"] + 300)
     practise(app, clock, bo, squares=2, letters=2, ratings=(2, 6))
     assert [ada.state()["step"], bo.state()["step"]] == ["teammate", "teammate"]
     (team,) = rows(app, "SELECT * FROM teams")
@@ -106,7 +106,7 @@ def test_an_individual_timeout_sends_the_person_away(tmp_path, teammates):
     practise(app, clock, ada)
     lobby = ada.state()["lobby"]
     assert lobby["shared_deadline"] is None
-    assert lobby["deadline"] == pytest.approx(lobby["entered_at"] + 50)
+    assert lobby["deadline"] == moment(lobby["entered_at"] + 50)
     clock.advance(30)
     bo = Person(app, "bo-22")
     bo.submit("consent", {"agree": True})
@@ -197,7 +197,7 @@ def test_presence_is_scanned_once_a_second_at_most_however_many_deadlines_fall(
     journey(app).tick(clock.now + 0.5)  # a deadline half a second later: not again
     assert away_since() is None
     journey(app).tick(clock.now + 1.0)
-    assert away_since() == pytest.approx(clock.now + 1.0)
+    assert away_since() == moment(clock.now + 1.0)
 
 
 def test_a_team_waiting_for_its_members_is_looked_at_once_a_second_at_most(
@@ -222,6 +222,45 @@ def test_a_team_waiting_for_its_members_is_looked_at_once_a_second_at_most(
     assert session() == 1
 
 
+def test_each_team_keeps_a_clock_of_its_own_however_late_the_ticks(tmp_path, teammates):
+    """Two teams ready 0.2 s apart, both seen by one once-a-second tick, start their first
+    rounds a break after each became ready; rounds closed late by one tick start again a
+    break after their own deadlines. Timed from the ticks, the two would share one clock
+    to the end, as a dozen teams at a time did at a thousand people."""
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
+    people = {f"mate-{n}": Person(app, f"mate-{n}") for n in range(4)}
+    for person in people.values():
+        practise(app, clock, person)
+    for person in people.values():
+        person.submit("teammate")
+    teams = rows(app, "SELECT s.team_id, p.code FROM seats s JOIN participants p "
+                      "ON p.id = s.participant_id ORDER BY s.team_id, s.seat")
+    journey(app).tick(clock.now)  # looked at: nobody has reached the session yet
+    looked, ready = clock.now, []
+    for team_id in sorted({row["team_id"] for row in teams}):
+        clock.advance(0.2)
+        for row in teams:
+            if row["team_id"] == team_id:
+                people[row["code"]].submit("intro-1")
+        ready.append(clock.now)
+    journey(app).tick(looked + 1.0)
+    break_seconds = journey(app).protocol.team.break_seconds
+
+    def next_rounds() -> list[float]:
+        return [row["next_round_at"] for row in rows(
+            app, "SELECT next_round_at FROM teams ORDER BY id")]
+
+    assert next_rounds() == moment([at + break_seconds for at in ready])
+    for at in ready:
+        journey(app).tick(at + break_seconds + 0.01)
+    deadlines = [row["deadline"] for row in rows(
+        app, "SELECT deadline FROM team_rounds ORDER BY team_id")]
+    assert deadlines[1] - deadlines[0] == pytest.approx(0.2)
+    journey(app).tick(deadlines[1] + 0.1)  # late for both
+    assert next_rounds() == moment([at + break_seconds for at in deadlines])
+
+
 def test_a_team_round_closed_across_a_restart_records_recovery_like_its_peoples_rounds(
         tmp_path, teammates):
     app, clock, ada, _bo = two_in_session(tmp_path, teammates)
@@ -234,11 +273,14 @@ def test_a_team_round_closed_across_a_restart_records_recovery_like_its_peoples_
     assert [row["close_reason"] for row in people] == ["recovery", "recovery"]
 
 
-def test_a_team_round_the_scheduler_closes_late_is_late_like_its_peoples_rounds(
+def test_a_round_the_scheduler_closes_late_is_late_like_its_peoples_and_half_a_break_follows(
         tmp_path, teammates):
     app, clock, ada, _bo = two_in_session(tmp_path, teammates)
     clock.now = running(ada)["deadline"] + 20  # the database could not be written meanwhile
     journey(app).tick(clock.now)
+    (team,) = rows(app, "SELECT next_round_at FROM teams")
+    half_a_break = journey(app).protocol.team.break_seconds / 2
+    assert team["next_round_at"] == moment(clock.now + half_a_break)
     reasons = {row["close_reason"] for row in rows(app, "SELECT close_reason FROM rounds "
                                                          "WHERE team_round_id IS NOT NULL")}
     assert reasons == {"late"}

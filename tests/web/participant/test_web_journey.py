@@ -18,7 +18,7 @@ from support.journey import (
     play_session,
     through_preferences,
 )
-from support.web import STUDY2, journey, make_app, msg, rows, small_pool
+from support.web import STUDY2, journey, make_app, moment, msg, rows, small_pool
 
 from study.storage.database import SERVER_SCHEMA
 from study.task.cookies import letters_of
@@ -97,7 +97,7 @@ def test_a_round_closes_at_its_deadline_without_a_browser(app, clock):
     through_preferences(you)
     round_state = you.start(1)
     seconds = journey(app).protocol.practice_seconds
-    assert round_state["deadline"] == pytest.approx(clock.now + seconds)
+    assert round_state["deadline"] == moment(clock.now + seconds)
     you.client.disconnect()
     assert journey(app).tick(clock.advance(seconds - 0.1)) == 0
     assert journey(app).tick(clock.advance(0.1)) == 1
@@ -223,14 +223,14 @@ def test_the_teammate_works_to_its_schedule_and_is_stored_at_the_close(app, cloc
     assert times, "the agent teammate finishes cookies in a round"
     assert times == sorted(times) and times[-1] <= round_state["deadline"]
     assert round_state["teammate"]["cookies"] == 0
-    assert round_state["teammate"]["next_at"] == pytest.approx(times[0])
+    assert round_state["teammate"]["next_at"] == moment(times[0])
     clock.now = times[0]
     teammate = journey(app).state("live-1")["round"]["teammate"]
     assert teammate["cookies"] == 1 and teammate["times"] == times
     clock.now = round_state["deadline"]
     journey(app).tick(clock.now)
     stored = rows(app, "SELECT * FROM cookies WHERE actor = 'teammate' ORDER BY number")
-    assert [c["finished_at"] for c in stored] == pytest.approx(times)
+    assert [c["finished_at"] for c in stored] == moment(times)
     assert rows(app, "SELECT teammate_cookies FROM rounds WHERE id = ?",
                 round_state["id"])[0]["teammate_cookies"] == len(times)
 

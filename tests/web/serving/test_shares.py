@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from support.people import Person, practise, to_session
 from support.teams import team_protocol
-from support.web import FakeClock, journey, make_app, rows
+from support.web import FakeClock, journey, make_app, moment, rows
 
 from study.storage.database import Storage
 from study.web.participant.real_teams import WATCH_SECONDS
@@ -104,7 +104,7 @@ def test_each_process_closes_the_rounds_of_its_own_people_and_the_holder_the_res
     assert two.open_team_rounds() == {two.team_of("here"), two.team_of("nowhere")}
     assert two.open_rounds() == set(two.members["here"] + two.members["nowhere"])
     break_seconds = two.journey.protocol.team.break_seconds
-    assert two.journey.next_deadline(two.not_holder()) == pytest.approx(
+    assert two.journey.next_deadline(two.not_holder()) == moment(
         deadline + break_seconds)  # its team's next round starts after the break
     assert two.journey.next_deadline(two.holder()) == min(  # its own still open, and
         deadline, two.clock.now + WATCH_SECONDS)  # the watch over presence and the lobby

@@ -77,12 +77,12 @@ class TeamPlay:
         the rounds to start, and SQL the seats whose presence changed. What waits on people
         rather than on the clock (presence, a team between sessions waiting for its
         members) is looked at once a second at most by a tick at a deadline: scanning it
-        at every deadline held every message up for nothing. Teams formed together keep
-        one clock, so dozens of rounds fall due at once: each transaction closes or starts
-        the rounds of ``TEAMS_A_TURN`` teams, and the messages that arrive meanwhile go in
-        between. ``first`` runs in the first transaction (the lobby's timers); ``reason``
-        is how overdue rounds close, as their people's rounds do. Presence and the teams
-        between sessions are the lease holder's (``Share.lease``)."""
+        at every deadline held every message up for nothing. Where many rounds fall due
+        at once (teams that became ready together, a restart), each transaction closes or
+        starts the rounds of ``TEAMS_A_TURN`` teams, and the messages that arrive
+        meanwhile go in between. ``first`` runs in the first transaction (the lobby's
+        timers); ``reason`` is how overdue rounds close, as their people's rounds do.
+        Presence and the teams between sessions are the lease holder's (``Share.lease``)."""
         looks = share.lease and self._presence_due(now, reason)
         changed: set[int] = set()
         opening, done = True, False
@@ -247,7 +247,7 @@ class TeamPlay:
             "close_reason": rounds.close_reason(reason, max(0.0, now - due["deadline"]))})
         last_of_session = due["number"] >= self.protocol.rounds
         values: dict[str, Any] = {"next_round_at": None if last_of_session
-                                  else now + self.design.break_seconds}
+                                  else self._after_break(due["deadline"], now)}
         if last_of_session and due["session"] == self.sessions:
             values["finished_at"] = now
         self.storage.update("teams", team["id"], values)
@@ -278,16 +278,28 @@ class TeamPlay:
             return set()
         changed: set[int] = set()
         here = {row["participant_id"] for row in arrived}
+        ready_at = max(row["at"] for row in arrived)
         if len(here) < len(present):
-            if now < min(row["at"] for row in arrived) + self.design.start_seconds:
+            ready_at = min(row["at"] for row in arrived) + self.design.start_seconds
+            if now < ready_at:
                 return set()
             for seat in present:
                 if seat["participant_id"] not in here:
                     changed |= self.drop(seat["participant_id"], "late", now)
         self.storage.update("teams", team["id"], {
             "session": number, "session_started_at": now,
-            "next_round_at": now + self.design.break_seconds})
+            "next_round_at": self._after_break(ready_at, now)})
         return changed | here
+
+    def _after_break(self, since: float, now: float) -> float:
+        """When a team's next round starts: ``break_seconds`` after the moment it became
+        due (its last member arrived, its round's deadline), not after the tick that saw
+        it, so teams keep clocks of their own. Ticks come once a second for the teams
+        between sessions and late under load: timed from the tick, every team that became
+        ready within a second started on one clock, and a late tick joined clocks for
+        good, until dozens of rounds fell due together. A tick later than half the break
+        (a restart, a stalled disk) still leaves the team half of it."""
+        return max(since, now - self.design.break_seconds / 2) + self.design.break_seconds
 
     def _start_round(self, team: dict[str, Any], now: float) -> set[int]:
         session = team["session"]
