@@ -261,6 +261,33 @@ def test_each_team_keeps_a_clock_of_its_own_however_late_the_ticks(tmp_path, tea
     assert next_rounds() == moment([at + break_seconds for at in deadlines])
 
 
+def test_a_member_late_to_the_session_is_dropped_and_the_rest_start_on_time(
+        tmp_path, teammates):
+    """Whoever is not at the session ``start_seconds`` after the first of the team got there
+    is dropped, an agent plays their seat from the first round, and the round starts a
+    break after that moment, whichever tick saw it."""
+    clock = FakeClock()
+    app = make_app(tmp_path, teammates, clock, team_protocol(tmp_path))
+    ada, bo = Person(app, "ada-1"), Person(app, "bo-22")
+    practise(app, clock, ada)
+    practise(app, clock, bo, squares=2, letters=2, ratings=(2, 6))
+    for person in (ada, bo):
+        person.submit("teammate")
+    arrived = clock.now
+    ada.submit("intro-1")
+    design = journey(app).protocol.team
+    tick_until(app, clock, lambda: rows(app, "SELECT session FROM teams")[0]["session"] == 1,
+               step=0.7)
+    seat = rows(app, "SELECT * FROM seats WHERE seat = 1")[0]
+    assert (seat["drop_reason"], seat["agent_from_session"], seat["agent_from_round"]) == \
+        ("late", 1, 1)
+    assert bo.state()["step"] == "dropped"
+    (team,) = rows(app, "SELECT next_round_at FROM teams")
+    assert team["next_round_at"] == moment(arrived + design.start_seconds + design.break_seconds)
+    tick_until(app, clock, lambda: running(ada) is not None)
+    assert [s["kind"] for s in running(ada)["stations"]] == ["agent"]
+
+
 def test_a_team_round_closed_across_a_restart_records_recovery_like_its_peoples_rounds(
         tmp_path, teammates):
     app, clock, ada, _bo = two_in_session(tmp_path, teammates)

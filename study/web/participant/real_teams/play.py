@@ -278,8 +278,9 @@ class TeamPlay:
             return set()
         changed: set[int] = set()
         here = {row["participant_id"] for row in arrived}
-        ready_at = max(row["at"] for row in arrived)
-        if len(here) < len(present):
+        if len(here) == len(present):
+            ready_at = max(row["at"] for row in arrived)
+        else:
             ready_at = min(row["at"] for row in arrived) + self.design.start_seconds
             if now < ready_at:
                 return set()
