@@ -94,6 +94,9 @@ GOAL_ACK_P95, GOAL_DRIFT_P95, GOAL_DRIFT_MAX = 0.050, 0.050, 0.250
 # one person's would be (600 a minute held a thousand arrivals back for a minute).
 ONE_ADDRESS_ENROLMENTS = "100000 per minute"
 SETTLE_SECONDS = 5.0  # after the last arrival, before the window opens
+# A teammate's station is pushed within a second (``study.web.participant.station_pushes``):
+# team rounds whose ends are checked closed this long before the window's end.
+PUSHED_WITHIN = 2.0
 DEMO = ROOT / "protocols" / "demo.toml"
 SPAWN_SECONDS = 4.0  # for the swarm's processes to start before the first arrival
 
@@ -126,11 +129,12 @@ class Row:
     missing: int
     lock_errors: int
     tally: Tally
-    # pushes owed to real teams' members, by team round (of rounds closed in the window)
-    station_pushes: dict[int, int] = field(default_factory=dict)
+    # each teammate's station at the end of the team rounds closed in the window, as each
+    # other member should last have heard it: (team round, seat, code) -> (cookies, placed)
+    final_stations: dict[tuple[int, int, str], tuple[int, int]] = field(default_factory=dict)
     # progress and acknowledged messages (cookies, pages, rounds) a participant-second
     mix: tuple[float, float] = (0.0, 0.0)
-    # teammates' station pushes owed a message handled, in the window
+    # ``stations`` pushes the bots received a message handled, in the window
     pushes_per_message: float = 0.0
     cpu_ms_by_program: dict[str, float] = field(default_factory=dict)  # per message
     # share of the window a worker waited for another worker's write lock, on average
@@ -207,18 +211,19 @@ class Row:
                          sorted(self.cpu_ms_by_program.items(), key=lambda item: -item[1]))
 
     def pushes_unseen(self) -> int:
-        """Teammates' station pushes owed but not seen by the bots, over the team rounds
+        """Teammates' stations whose end a member was not pushed, over the team rounds
         that closed in the window (while every bot was still connected)."""
-        return sum(max(0, owed - self.tally.stations_received[team_round])
-                   for team_round, owed in self.station_pushes.items())
+        seen = self.tally.stations_seen
+        return sum(seen.get(key) != final for key, final in self.final_stations.items())
 
     def pushes_seen(self) -> str:
-        if not self.station_pushes:
+        if not self.final_stations:
             return "no station pushes owed"
-        owed = sum(self.station_pushes.values())
-        return (f"teammates' stations pushed {owed - self.pushes_unseen():,} of {owed:,} "
-                f"owed in {len(self.station_pushes):,} team rounds closed in the window "
-                f"({self.pushes_per_message:.2f} owed a message in the window)")
+        owed = len(self.final_stations)
+        rounds = len({team_round for team_round, _, _ in self.final_stations})
+        return (f"teammates' stations seen at their end {owed - self.pushes_unseen():,} of "
+                f"{owed:,} in {rounds:,} team rounds closed in the window "
+                f"({self.pushes_per_message:.2f} stations pushes a message in the window)")
 
     def markdown(self) -> str:
         c, d = self.cookie_ms, self.drift_ms
@@ -326,10 +331,11 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
                float(np.percentile(report.lag, 95) * 1000) if len(report.lag) else float("nan"),
                len(missing_acknowledged(db, report.log)),
                server_log.count("database is locked"), report.tally,
-               station_pushes(db, plan.measure_from, plan.end),
+               final_stations(db, plan.measure_from, plan.end - PUSHED_WITHIN),
                (progress / (window * config.participants),
                 answered / (window * config.participants)),
-               pushes_owed(db, plan.measure_from, plan.end) / max(messages, 1),
+               sum(n for second, n in report.tally.station_pushes.items()
+                   if plan.measure_from <= second < plan.end) / max(messages, 1),
                {name: 1000 * seconds / max(messages, 1) for name, seconds in programs.items()},
                heartbeats.lock_wait / (window * config.workers),
                heartbeats.lock_held / window, heartbeats.syncs / max(messages, 1),
@@ -337,35 +343,28 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
                else float("nan"))
 
 
-def station_pushes(db: Path, start: float, end: float) -> dict[int, int]:
-    """Pushes the server owed real teams' members, by team round, for the team rounds that
-    began and closed in the window: every placed element and finished cookie, once per
-    other person playing the round (none without teams)."""
+def final_stations(db: Path, start: float, end: float
+                   ) -> dict[tuple[int, int, str], tuple[int, int]]:
+    """Each person's station at the end of the team rounds that began and closed in the
+    window, as every other person playing the round should last have been pushed it:
+    (team round, seat, the other's code) -> (cookies finished, elements placed on the
+    next). Stations that never changed are left out: nothing was pushed of them."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
         if not connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'team_rounds'"
                                   ).fetchone():
             return {}
-        return dict(connection.execute(
-            "SELECT team_round_id, sum(work * (players - 1)) FROM (SELECT r.team_round_id, "
-            "(SELECT count(*) FROM progress g WHERE g.round_id = r.id) + r.participant_cookies "
-            "AS work, (SELECT count(*) FROM rounds o WHERE o.team_round_id = r.team_round_id) "
-            "AS players FROM rounds r WHERE r.team_round_id IS NOT NULL AND r.started_at >= ? "
-            "AND r.closed_at <= ?) GROUP BY team_round_id", (start, end)).fetchall())
-
-
-def pushes_owed(db: Path, start: float, end: float) -> int:
-    """Station pushes owed for the placed elements and cookies stored in the window: each
-    once per other person playing its team round (the floor's clients push as many)."""
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
-        if not connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'team_rounds'"
-                                  ).fetchone():
-            return 0
-        return connection.execute(
-            "SELECT coalesce(sum((SELECT count(*) FROM rounds o WHERE o.team_round_id = "
-            "r.team_round_id) - 1), 0) FROM (SELECT round_id FROM progress WHERE at BETWEEN "
-            "? AND ? UNION ALL SELECT round_id FROM cookies WHERE actor = 'participant' AND "
-            "finished_at BETWEEN ? AND ?) w JOIN rounds r ON r.id = w.round_id WHERE "
-            "r.team_round_id IS NOT NULL", (start, end, start, end)).fetchone()[0]
+        rows = connection.execute(
+            "SELECT r.team_round_id, s.seat, other.code, r.participant_cookies, coalesce(("
+            "SELECT g.placed FROM progress g WHERE g.round_id = r.id AND g.cookie = "
+            "r.participant_cookies + 1 ORDER BY g.id DESC LIMIT 1), 0), r.participant_cookies "
+            "+ (SELECT count(*) FROM progress g WHERE g.round_id = r.id) FROM rounds r "
+            "JOIN team_rounds t ON t.id = r.team_round_id JOIN seats s ON s.team_id = "
+            "t.team_id AND s.participant_id = r.participant_id JOIN rounds o ON "
+            "o.team_round_id = r.team_round_id AND o.participant_id != r.participant_id "
+            "JOIN participants other ON other.id = o.participant_id WHERE r.started_at >= ? "
+            "AND r.closed_at <= ?", (start, end)).fetchall()
+    return {(team_round, seat, code): (cookies, placed)
+            for team_round, seat, code, cookies, placed, work in rows if work}
 
 
 def matrix(args: argparse.Namespace) -> list[Config]:

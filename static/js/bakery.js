@@ -49,6 +49,6 @@ function showElsewhere() {
 }
 
 connect(render, showElsewhere);
-socket.on("station", receiveStation);
+socket.on("stations", (push) => push.stations.forEach(receiveStation));
 guardLeaving();
 guardRound();

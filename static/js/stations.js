@@ -9,7 +9,8 @@ import { t, tn } from "./texts.js";
 const delivered = deliveredRounds();  // rounds whose kit hand-out this tab already showed
 
 // A real teammate placed an element or finished a cookie (docs/teams.md): their station
-// is redrawn at once; the next state corrects it if a push was lost.
+// is redrawn as the push arrives, at most a second later, the changes of that second in
+// one push; the next state corrects it if a push was lost.
 export function receiveStation(update) {
   const round = state && state.round;
   if (!round || !round.running || !round.stations) return;

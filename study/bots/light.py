@@ -95,8 +95,11 @@ class Tally:
     participants: int = 0
     finished: int = 0
     progress_sent: int = 0
-    # teammates' live progress pushed to this process's bots, by team round
-    stations_received: Counter[int] = field(default_factory=Counter)
+    # the latest (cookies, placed) of each teammate's station a bot was pushed, by team
+    # round, seat and the bot's code
+    stations_seen: dict[tuple[int, int, str], tuple[int, int]] = field(default_factory=dict)
+    # ``stations`` pushes this process's bots received, by the second they arrived in
+    station_pushes: Counter[int] = field(default_factory=Counter)
     resent: int = 0
     reconnects: int = 0
     rerouted: int = 0  # connected again to a team's process once in the team
@@ -107,7 +110,8 @@ class Tally:
         self.participants += other.participants
         self.finished += other.finished
         self.progress_sent += other.progress_sent
-        self.stations_received.update(other.stations_received)
+        self.stations_seen.update(other.stations_seen)
+        self.station_pushes.update(other.station_pushes)
         self.resent += other.resent
         self.reconnects += other.reconnects
         self.rerouted += other.rerouted
@@ -171,7 +175,7 @@ class LightBot:
                                    handle_sigint=False,
                                    websocket_extra_options={"compress": DEFLATE_WINDOW_BITS})
         sio.on("state", self._remember)
-        sio.on("station", self._station)
+        sio.on("stations", self._stations)
         sio.on("disconnect", self._lost)
         self.url = routed_url(self.base_url, self.code, self.state)
         await sio.connect(self.url, transports=["websocket"], wait_timeout=ACK_TIMEOUT * 2)
@@ -202,9 +206,12 @@ class LightBot:
         self.offset = state.get("now", time.time()) - time.time()
         self.changed.set()
 
-    async def _station(self, push: dict[str, Any]) -> None:
-        """A teammate placed an element or finished a cookie (the page redraws a station)."""
-        self.tally.stations_received[push.get("team_round", 0)] += 1
+    async def _stations(self, push: dict[str, Any]) -> None:
+        """Teammates placed elements or finished cookies (the page redraws their stations)."""
+        self.tally.station_pushes[int(time.time())] += 1
+        for station in push.get("stations", []):
+            self.tally.stations_seen[station["team_round"], station["seat"], self.code] = (
+                station["cookies"], station["placed"])
 
     async def _lost(self, *_: Any) -> None:
         self.changed.set()

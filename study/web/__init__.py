@@ -36,6 +36,7 @@ from study.web.participant.admission import MAX_TRANSPORT_BYTES
 from study.web.participant.agent_pool import PoolTeammates
 from study.web.participant.inputs import PacketJSON
 from study.web.participant.journey import Journey
+from study.web.participant.station_pushes import INTERVAL_SECONDS
 from study.web.serving import queue, rooms, security, unavailable, websockets
 from study.web.serving.app_class import STATIC, TEMPLATES, StudyFlask
 from study.web.serving.processes import Processes
@@ -68,14 +69,16 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
     # (tests drive ``tick`` by hand) at once, so what follows a tick is deterministic.
     background = socketio.start_background_task if app.config["SCHEDULER"] else None
     processes = Processes(storage, clock)
-    journey = Journey(protocol, storage, teammates, clock,
-                      sockets.Notifier(socketio, processes, bool(config.get("MESSAGE_QUEUE"))),
+    notifier = sockets.Notifier(socketio, processes, bool(config.get("MESSAGE_QUEUE")),
+                                config.get("STATION_PUSH_SECONDS", INTERVAL_SECONDS))
+    journey = Journey(protocol, storage, teammates, clock, notifier,
                       **({"background": background} if background else {}))
     if config.get("MESSAGE_QUEUE"):  # several processes share the study
         journey.admission.share(config["MESSAGE_QUEUE"], f"study-{protocol.name}:rate")
         queue.show_queue_errors()
         storage.shared_file = True  # its write lock is theirs too
     app.extensions["study"] = journey
+    app.extensions["stations"] = notifier.stations
     app.extensions["processes"] = processes
     app.extensions["connections"] = sockets.register(socketio, journey, processes)
     app.register_blueprint(participant.blueprint)
@@ -91,6 +94,7 @@ def create_app(config: dict[str, Any]) -> StudyFlask:
         storage.checkpoint_in_background(turn=lambda: scheduler.holding)
         app.extensions["scheduler"] = scheduler
         scheduler.start()
+        socketio.start_background_task(notifier.stations.run)
     return app
 
 

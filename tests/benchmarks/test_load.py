@@ -213,3 +213,15 @@ def test_a_protocol_is_a_file_or_the_name_of_a_shipped_one(capsys):
     error = capsys.readouterr().err
     assert "teams4 is neither a protocol file nor one of protocols/" in error
     assert "teams3" in error
+
+
+def test_a_teammates_station_counts_as_seen_only_if_its_end_was_pushed_to_each_member():
+    tally = Tally(stations_seen={(7, 0, "bo"): (2, 3), (7, 0, "cy"): (2, 1)})
+    row = _row(1, 1000, 0.7, 0.7, 20)
+    row = Row(**{**vars(row), "tally": tally, "pushes_per_message": 0.9,
+                 "final_stations": {(7, 0, "bo"): (2, 3), (7, 0, "cy"): (2, 3),
+                                    (7, 1, "ada"): (1, 0)}})
+    assert row.pushes_unseen() == 2  # cy heard an earlier element, ada nothing at all
+    assert "teammates' stations seen at their end 1 of 3 in 1 team rounds closed in the " \
+           "window (0.90 stations pushes a message in the window)" in row.details()
+    assert not row.goal_met()

@@ -33,6 +33,7 @@ from study.web.participant.inputs import TOO_DEEP
 from study.web.participant.journey import Journey, unavailable
 from study.web.participant.outbox import Push
 from study.web.participant.rejections import Rejected
+from study.web.participant.station_pushes import INTERVAL_SECONDS, StationPushes
 from study.web.serving.counters import UNJOINED, Counter
 from study.web.serving.processes import Processes
 
@@ -127,12 +128,15 @@ class Notifier:
     this process is told here directly: a teammate's placed element is most pushes, and the
     queue would send each one to every process to be decoded and mostly dropped. Which
     participants are also connected elsewhere is asked once for a message's pushes, inside
-    its transaction (``Outbox.locate``), else once for a flush's."""
+    its transaction (``Outbox.locate``), else once for a flush's. Teammates' stations go
+    out at most once a second to each page (``station_pushes``)."""
 
-    def __init__(self, socketio: SocketIO, processes: Processes, shared: bool) -> None:
+    def __init__(self, socketio: SocketIO, processes: Processes, shared: bool,
+                 station_seconds: float = INTERVAL_SECONDS) -> None:
         self.socketio = socketio
         self.processes = processes
         self.shared = shared
+        self.stations = StationPushes(self.send, station_seconds)
 
     def alone_here(self, codes: set[str]) -> set[str] | None:
         if not self.shared:
@@ -142,12 +146,17 @@ class Notifier:
         return here - self.processes.connected_elsewhere(here)
 
     def __call__(self, pushes: list[Push], alone_here: set[str] | None = None) -> None:
+        if self.shared and alone_here is None:
+            alone_here = self.alone_here({code for code, _, _ in pushes}) or set()
+        self.send(self.stations.admit(pushes, alone_here), alone_here)
+
+    def send(self, pushes: list[Push], alone_here: set[str] | None) -> None:
+        """Emit them, to the pages found alone here directly, else through the queue."""
         if not self.shared:
             for event, payload, codes in together(pushes):
                 self.socketio.emit(event, payload, to=codes)
             return
-        if alone_here is None:
-            alone_here = self.alone_here({code for code, _, _ in pushes}) or set()
+        alone_here = alone_here or set()
         for event, payload, codes in together(pushes):
             for ignore_queue in (True, False):
                 if to := [code for code in codes if (code in alone_here) == ignore_queue]:

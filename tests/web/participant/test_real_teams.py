@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.people import Person, play_round, practise, running, tick_until, to_session
 from support.teams import team_protocol
-from support.web import FakeClock, journey, make_app, moment, rows
+from support.web import FakeClock, journey, make_app, moment, msg, rows
 
 from study.web.participant import playing
 from study.web.participant.real_teams import play
@@ -48,7 +48,8 @@ def test_two_people_by_arrival_play_every_round_on_one_clock(tmp_path, teammates
     bo.client.get_received()
     clock.advance(1.5)
     assert ada.cookie(first)["ok"]
-    (station,) = bo.pushed("station")
+    (push,) = bo.pushed("stations")
+    (station,) = push["stations"]
     assert (station["seat"], station["cookies"]) == (0, 1)
     assert running(bo)["stations"][0]["cookies"] == 1
     clock.advance(journey(app).protocol.round_seconds)
@@ -159,6 +160,26 @@ def two_in_session(tmp_path, teammates) -> tuple[Any, FakeClock, Person, Person]
     practise(app, clock, bo, squares=2, letters=2, ratings=(2, 6))
     to_session(app, clock, [ada, bo], 1)
     return app, clock, ada, bo
+
+
+def test_a_teammates_elements_within_a_second_reach_the_page_in_one_push(tmp_path, teammates):
+    app, _, ada, bo = two_in_session(tmp_path, teammates)
+    stations = app.extensions["stations"]
+    stations.clock = FakeClock()  # the interval's clock, moved by hand
+    first = running(ada)
+    target = first["target"]
+    elements = target["letters"] if target["kind"] == "letters" else target["cells"]
+    bo.client.get_received()
+    for placed in (1, 2, 3):
+        assert ada.send("progress", {"round_id": first["id"], "content": elements[:placed],
+                                     "msg_id": msg()}) == {"ok": True}
+    (push,) = bo.pushed("stations")  # the first at once, the others wait
+    assert [(s["seat"], s["placed"]) for s in push["stations"]] == [(0, 1)]
+    stations.clock.advance(1.0)
+    stations.send_due()
+    (push,) = bo.pushed("stations")
+    assert [(s["seat"], s["cookies"], s["placed"]) for s in push["stations"]] == [(0, 0, 3)]
+    assert ada.pushed("stations") == []  # a page is not told of its own station
 
 
 def test_a_closed_page_past_the_grace_hands_the_seat_to_an_agent(tmp_path, teammates):
