@@ -14,6 +14,7 @@ from the state it is sent.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from study.web.participant.outbox import Push
+
+log = logging.getLogger(__name__)
 
 EVENT = "stations"  # the push's event: {"stations": [station, ...]}
 STATION = "station"  # a station as the journey queues it, one per teammate told
@@ -41,7 +44,6 @@ class StationPushes:
         self.send = send
         self.interval = interval
         self.clock = clock
-        self.pushed = 0  # ``stations`` pushes sent, at once or after waiting
         self._quiet_at: deque[tuple[float, str]] = deque()  # each page's interval's end
         self._within: set[str] = set()  # the pages in ``_quiet_at``
         self._waiting: dict[str, dict[tuple[Any, Any], dict[str, Any]]] = {}
@@ -62,7 +64,6 @@ class StationPushes:
                 elif not self._held(code, payload, alone_here):
                     push = wrapped.setdefault(id(payload), {EVENT: [payload]})
                     now_pushes.append((code, EVENT, push))
-        self.pushed += sum(event == EVENT for _, event, _ in now_pushes)
         return now_pushes
 
     def send_due(self) -> float | None:
@@ -83,15 +84,20 @@ class StationPushes:
                 alone[code] = self._alone.pop(code)
             following = self._quiet_at[0][0] if self._quiet_at else None
         if due:
-            self.pushed += len(due)
             known = any(flag is not None for flag in alone.values())
             self.send(due, {code for code, flag in alone.items() if flag} if known else None)
         return following
 
     def run(self, sleep: Callable[[float], None] = time.sleep) -> None:
-        """Forever: send what waited as each page's interval ends."""
+        """Forever: send what waited as each page's interval ends. A send that fails (the
+        message queue away) loses those pushes, not the ones after: the pages' next state
+        carries every station."""
         while True:
-            following = self.send_due()
+            try:
+                following = self.send_due()
+            except Exception:
+                log.exception("teammates' stations could not be pushed")
+                following = self.clock() + self.interval
             if following is None:
                 self._started.wait()
                 self._started.clear()
