@@ -27,6 +27,7 @@ from study.web.participant.progress import placement
 from study.web.participant.real_teams import RealTeams
 from study.web.participant.records import Records
 from study.web.participant.rejections import Rejected
+from study.web.participant.station_pushes import STATION
 from study.web.serving.shares import EVERYONE, Share
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ class Rounds:
             return
         codes, station = self.teams.station_push(row, cookies, placed)
         for code in codes:
-            self.outbox.queue(code, "station", station)
+            self.outbox.queue(code, STATION, station)
 
     # --- the clock ----------------------------------------------------------------------
 
