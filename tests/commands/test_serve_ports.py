@@ -5,6 +5,7 @@ from the moment it is chosen: nothing else can take it before the worker listens
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import sqlite3
 import subprocess
@@ -31,8 +32,13 @@ def listening(port: int) -> socket.socket:
 
 
 def free_run(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports (below the range)."""
-    for start in range(15000, 19000, count + 1):
+    """The first of ``count`` consecutive free loopback ports (below the range), among a
+    thousand of this test process's own: tests on other xdist workers hold ports they
+    found free, and one found 15000 free and held it while another started a server
+    there."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    first = 15000 + 1000 * (worker % 4)
+    for start in range(first, first + 1000 - count, count + 1):
         try:
             for sock in [listening(start + offset) for offset in range(count)]:
                 sock.close()
