@@ -26,6 +26,7 @@ from support.web import DEMO, make_app, msg, page_socket
 
 from study.bots import BEHAVIOURS, Profile, StudyFacts, SwarmResult, bot_codes, run_swarm
 from study.bots.audit import missing_acknowledged
+from study.bots.client import AckLog, Connection
 from study.bots.servers import ServeProcess, quick_protocol
 from study.protocol.loader import load_protocol
 from study.storage.database import Storage
@@ -197,7 +198,9 @@ def test_a_round_closed_in_time_keeps_its_small_delay(tmp_path, teammates, clock
 @pytest.mark.minutes(0.55)
 def test_a_served_study_rides_out_a_full_disk_without_a_restart(tmp_path, served_disk):
     """Bots take part in ``study serve`` whose database is on a small tmpfs; a file fills
-    it mid-round for longer than a round, then is deleted."""
+    it mid-round for longer than a round, then is deleted. Whether a bot happens to send
+    during the fault is up to its pace; a probe participant's consent, sent while the disk
+    is full, is answered ``storage-unavailable`` until space is freed, then recorded."""
     disk = served_disk
     protocol = quick_protocol(ROOT / "protocols" / "demo.toml", tmp_path / "quick.toml",
                               round_seconds=3.0, practice_seconds=2.0)
@@ -211,13 +214,21 @@ def test_a_served_study_rides_out_a_full_disk_without_a_restart(tmp_path, served
     swarm = threading.Thread(target=lambda: results.append(run_swarm(
         server.url, codes, profiles, facts=StudyFacts.from_protocol(load_protocol(protocol)),
         max_seconds=240, patience=120)))
+    probe_log = AckLog()
+    probe = Connection(server.url, bot_codes(1, prefix="probe")[0], probe_log)
+    consent: list[dict] = []
+    consenting = threading.Thread(target=lambda: consent.append(probe.request(
+        "submit", {"step": "consent", "data": {"agree": True}}, patience=HANG)))
     try:
         swarm.start()
+        probe.open()
         wait_for_open_rounds(db, codes, at_least=1, timeout=HANG)
         pin = pin_the_log(db)
         filler = fill(disk)
         filled_at = time.time()
         wait_for(lambda: "cannot be written" in server.output(), HANG, "the fault in the log")
+        consenting.start()
+        wait_for(lambda: probe_log.refused, HANG, "the probe's consent refused")
         page = server_get(server, "/p/newcomer")
         assert page.status_code == 503 and int(page.headers["Retry-After"]) > 0
         live = server_get(server, "/console/live.json").json()["storage"]
@@ -228,17 +239,21 @@ def test_a_served_study_rides_out_a_full_disk_without_a_restart(tmp_path, served
         pin.close()
         wait_for(lambda: "written again" in server.output(), HANG, "the recovery in the log")
         swarm.join(timeout=300)
+        consenting.join(timeout=HANG)
         assert not swarm.is_alive() and results, server.output()
         free_after = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
     finally:
+        probe.close()
         server.stop()
     result = results[0]
     output = server.output()
     assert [o.error for o in result.outcomes] == [None] * len(codes), result.summary()
     assert {o.final_step for o in result.outcomes} == {"done"}
     assert missing_acknowledged(db, result.log) == []
+    assert {reason for _, _, reason in probe_log.refused} == {"storage-unavailable"}
+    assert consent and consent[0]["ok"], consent
+    assert missing_acknowledged(db, probe_log) == []
     reasons = [reason for _, _, reason in result.log.refused]
-    assert "storage-unavailable" in reasons, reasons
     # A message sent again after the disk came back may find its moment gone: its round
     # closed, or the rounds the scheduler closed meanwhile moved the step on.
     assert set(reasons) <= {"storage-unavailable", "round-closed", "out-of-order"}, reasons
