@@ -11,13 +11,15 @@ function roundRunning() {
   return Boolean(round && round.running && !displaced && serverNow() < round.deadline);
 }
 
-// Leaving the page while a round runs (reload, close, another address) asks first.
+// Leaving the page while a round runs (reload, close, another address) asks first, and
+// sends the cookie's waiting report before the page goes.
 export function guardRound() {
   window.addEventListener("beforeunload", (event) => {
     if (!roundRunning()) return;
     event.preventDefault();
     event.returnValue = "";  // what older browsers need to ask
   });
+  window.addEventListener("pagehide", sendHeldReport);
 }
 
 function roundTitle(round, start) {
@@ -98,17 +100,52 @@ function drawWork(round, placed) {
   work.replaceChildren(round.target.kind === "letters" ? lettersCookie(round, placed) : squaresCookie(round, placed));
 }
 
-// Every element placed or taken off reports the cookie as now decorated, so the server
-// measures a practice round continuously (docs/model.md). No retry and no message: a lost
-// report only leaves the measure on the one before it. A finished cookie still on the
-// station reports nothing: the server would count it towards the next cookie.
+// Every element placed or taken off reports the cookie as now decorated. In practice
+// (`round.progress_seconds` 0) each report goes at once, so the server measures the round
+// continuously (docs/model.md). In a played round reports go at most every
+// `progress_seconds`, the latest cookie when the interval ends, and at once in the round's
+// last interval, so none falls after the deadline: they only draw teammates' stations and a
+// reopened page's cookie. No retry and no message: a lost report only leaves the cookie on
+// the one before it. A finished cookie still on the station reports nothing: the server
+// would count it towards the next cookie.
 let baking = false;
+const reports = { round: null, sentAt: -Infinity, held: null, timer: null };
+
 function reportProgress(round, content) {
   if (baking) return;
-  socket.emit("progress", { msg_id: messageId(), round_id: round.id, content: content });
+  if (reports.round !== round.id) { dropHeldReport(); reports.round = round.id; reports.sentAt = -Infinity; }
+  const every = round.progress_seconds || 0;
+  const now = serverNow();
+  if (now - reports.sentAt >= every || round.deadline - now <= every) {
+    dropHeldReport();
+    emitProgress(round.id, content);
+    return;
+  }
+  reports.held = content;
+  if (reports.timer === null) reports.timer = setTimeout(sendHeldReport, (reports.sentAt + every - now) * 1000);
+}
+
+// The report waiting for its second to end, sent now (its second ended, or the page is left:
+// a reload then redraws every element placed).
+function sendHeldReport() {
+  const held = reports.held;
+  dropHeldReport();
+  if (held !== null && roundRunning() && state.round.id === reports.round) emitProgress(reports.round, held);
+}
+
+function emitProgress(roundId, content) {
+  reports.sentAt = serverNow();
+  socket.emit("progress", { msg_id: messageId(), round_id: roundId, content: content });
+}
+
+function dropHeldReport() {
+  clearTimeout(reports.timer);
+  reports.timer = null;
+  reports.held = null;
 }
 
 function finishCookie(round, content) {
+  dropHeldReport();  // the cookie itself says it all
   send("cookie", { round_id: round.id, content: content });
   baking = true;
   const work = document.getElementById("work");

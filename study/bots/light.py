@@ -45,6 +45,7 @@ from study.bots.participant import (
     cookie_content,
     page_answers,
 )
+from study.bots.progress_reports import ProgressReports
 from study.task.decorator import Decorator
 
 ACK_TIMEOUT = 4.0  # the page's ACK_TIMEOUT_MS: no answer by then, the message is sent again
@@ -349,18 +350,30 @@ class LightBot:
 
     async def decorate_by_hand(self, current: dict[str, Any], patience: float) -> None:
         seconds = current["deadline"] - current["started_at"]
+        reports = ProgressReports.of(current)
         for action in self.human.round_actions(current["target"], seconds, self.rng):
             at = current["started_at"] + action.at
             if at < self.server_now() - 1.0:
                 continue  # due while the page was away: lost work, as for a person
+            await self.report_held(reports, current["id"], at)
             await self.sleep_until(at)
             if self.server_now() >= current["deadline"]:
                 return
             if action.finished:
+                reports.drop()
                 await self.request("cookie", {"round_id": current["id"],
                                               "content": action.content}, patience)
-            else:
+            elif reports.offer(self.server_now(), action.content):
                 await self.progress(current["id"], action.content)
+        await self.report_held(reports, current["id"], current["deadline"])
+
+    async def report_held(self, reports: ProgressReports, round_id: int,
+                          before: float) -> None:
+        """Send the report waiting for its interval to end, if it ends before ``before``."""
+        due = reports.due()
+        if due is not None and due <= before:
+            await self.sleep_until(due)
+            await self.progress(round_id, reports.take())
 
     async def decorate_fast(self, current: dict[str, Any], patience: float) -> None:
         seconds = current["deadline"] - current["started_at"]

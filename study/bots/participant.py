@@ -18,6 +18,7 @@ import numpy as np
 
 from study.bots.client import AckLog, Connection, State
 from study.bots.human import Human
+from study.bots.progress_reports import ProgressReports
 from study.protocol.schema import MAX_CONDITIONS
 from study.task.decorator import Decorator
 
@@ -296,18 +297,39 @@ class Bot:
             self.interrupt()
 
     def decorate_by_hand(self, current: dict[str, Any]) -> None:
-        """Place the elements at the person's pace: each one a ``progress`` message with the
-        cookie as then decorated, each finished cookie a ``cookie`` message."""
+        """Place the elements at the person's pace, reported as ``progress`` messages with
+        the cookie as then decorated as the page reports them (``ProgressReports``), each
+        finished cookie a ``cookie`` message."""
         seconds = current["deadline"] - current["started_at"]
+        reports = ProgressReports.of(current)
         for action in self.human.round_actions(current["target"], seconds, self.rng):
+            self._report_held(reports, current["id"], current["started_at"] + action.at)
             self._sleep_until(current["started_at"] + action.at)
             if self.stop() or self.connection.server_now() >= current["deadline"]:
                 return
+            if not action.finished:
+                if reports.offer(self.connection.server_now(), action.content):
+                    self._report(current["id"], action.content)
+                continue
+            reports.drop()
             ack = self.connection.request(
-                "cookie" if action.finished else "progress",
-                {"round_id": current["id"], "content": action.content}, self.patience)
-            if action.finished and ack.get("ok"):
+                "cookie", {"round_id": current["id"], "content": action.content},
+                self.patience)
+            if ack.get("ok"):
                 self.outcome.cookies += 1
+        self._report_held(reports, current["id"], current["deadline"])
+
+    def _report_held(self, reports: ProgressReports, round_id: int, before: float) -> None:
+        """Send the report waiting for its interval to end, if it ends before ``before``."""
+        due = reports.due()
+        if due is not None and due <= before:
+            self._sleep_until(due)
+            if not self.stop():
+                self._report(round_id, reports.take())
+
+    def _report(self, round_id: int, content: Any) -> None:
+        self.connection.request("progress", {"round_id": round_id, "content": content},
+                                self.patience)
 
     def interrupt(self) -> float:
         """Reload the page (refreshing) or go away for a while first (disconnecting);

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.reports import REPORTS_SQL, held_back, played_report_gaps
 
 from study.bots.audit import missing_acknowledged
 from study.bots.light import FAST, Pace, SwarmPlan, cancel_all, run_light_swarm
@@ -47,6 +48,12 @@ def rows(db: Path, sql: str, *params) -> list[tuple]:
         return connection.execute(sql, params).fetchall()
 
 
+def reports_of(db: Path, participant_id: int) -> list[dict]:
+    with sqlite3.connect(db) as connection:
+        connection.row_factory = sqlite3.Row
+        return [dict(row) for row in connection.execute(REPORTS_SQL, (participant_id,))]
+
+
 @pytest.mark.minutes(0.4)
 def test_fast_bots_finish_the_study_and_nothing_acknowledged_is_missing(server):
     served, facts = server
@@ -70,7 +77,7 @@ def test_fast_bots_finish_the_study_and_nothing_acknowledged_is_missing(server):
 
 
 @pytest.mark.minutes(0.4)
-def test_human_paced_bots_report_every_element_and_finish(server):
+def test_human_paced_bots_report_as_the_page_does_and_finish(server):
     served, facts = server
     quick_pages = Pace(human=True, page_scale=0.02)
     report = run_light_swarm(plan_for(served.url, 3, quick_pages, facts, "lighthuman"))
@@ -81,6 +88,11 @@ def test_human_paced_bots_report_every_element_and_finish(server):
     progress = rows(served.db, "SELECT count(*) FROM progress g JOIN participants p ON "
                                "p.id = g.participant_id WHERE p.code LIKE 'lighthuman%'")
     assert 0 < progress[0][0] <= report.tally.progress_sent
+    for (participant_id,) in rows(served.db, "SELECT id FROM participants WHERE code LIKE "
+                                             "'lighthuman%'"):
+        reports = reports_of(served.db, participant_id)
+        assert {row["session"] for row in reports} == {0, 1, 2}
+        assert held_back(played_report_gaps(reports)), reports
     steps = rows(served.db, "SELECT DISTINCT step FROM participants WHERE code LIKE "
                             "'lighthuman%'")
     assert steps == [("done",)]

@@ -6,6 +6,7 @@ import os
 import re
 import sqlite3
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +236,7 @@ class HumanHands(Participant):
         self.rng = np.random.default_rng(seed)
         self.protocol = load_protocol(protocol)
         self.themes: tuple[str, ...] | None = None  # as assigned after the ratings
+        self.moves: Counter[int] = Counter()  # elements placed or taken off, by round id
 
     def play_human_round(self, step: str, margin: float = DEADLINE_MARGIN) -> int:
         """Start the next round, decorate at the model's pace until just before the
@@ -284,6 +286,8 @@ class HumanHands(Participant):
                 if self.running(round_id):
                     raise
                 break  # on a busy machine the round closed under the person's hand, as it may
+            if not action.finished:
+                self.moves[int(round_id)] += 1
             previous = ("" if letters else []) if action.finished else action.content
             if action.finished and cookies is not None:
                 cookies -= 1

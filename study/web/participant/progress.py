@@ -7,6 +7,9 @@ elements placed correctly, so a short round measures the same speed as a long on
 round cut by server downtime is measured over the time the server was up. Time the
 experimenter held the participant (a console pause) is not decorating time: the round is
 measured without it and without the work done in it.
+
+Only practice rounds measure, so only there does the page report every element at once; in
+a played round it reports at most every ``PLAYED_REPORT_SECONDS`` (``report_seconds``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,16 @@ from study.web.console.holds import held_intervals
 from study.web.participant.rejections import Rejected
 
 LETTERS_CONTENT = re.compile(r"^[A-Z0-9]{0,64}$")
+# A played round's reports draw only teammates' stations, told at most once a second
+# (``station_pushes``), and a reopened page's cookie: one a second serves both, at about
+# half the messages of a squares round (``docs/socket-protocol.md#progress``).
+PLAYED_REPORT_SECONDS = 1.0
+
+
+def report_seconds(session_number: int) -> float:
+    """``round.progress_seconds``: how often a page reports its cookie in progress; 0, every
+    element at once, in practice (session 0), which measures the person."""
+    return 0.0 if session_number == 0 else PLAYED_REPORT_SECONDS
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from study.task.cookies import target
 from study.web.participant import ends, pages
 from study.web.participant.pages import ROUND_STEPS, session_number
 from study.web.participant.playing import TeammateTimes, next_teammate_cookie
+from study.web.participant.progress import report_seconds
 from study.web.participant.real_teams import RealTeams
 from study.web.participant.records import Records
 
@@ -112,7 +113,8 @@ class PageState:
                  "deadline": row["deadline"], "task_type": row["task_type"],
                  "task_name": row["task_name"], "cookies": row["participant_cookies"],
                  "target": target(self.protocol, row["task_type"], row["theme"]),
-                 "on_cookie": self._on_cookie(row), "teammate": None}
+                 "on_cookie": self._on_cookie(row),
+                 "progress_seconds": report_seconds(session["number"]), "teammate": None}
         if row["teammate_task_type"] is not None:
             now = self.clock()
             times = self.teammate_times.of({**row, "session_number": session["number"]})

@@ -7,6 +7,7 @@ out inside (0.01, 0.99), not clipped, and the two robots' plans must differ.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import pytest
 from support.browser import (
@@ -16,6 +17,7 @@ from support.browser import (
     reach_the_teammate,
     stored,
 )
+from support.reports import REPORTS_SQL, held_back, played_report_gaps
 from support.web import DEMO, LiveServer, make_app
 
 from study.bots.human import Human
@@ -74,6 +76,24 @@ def test_a_person_at_an_ordinary_pace_completes_the_demo(server: LiveServer,
                 "ORDER BY number", participant["id"])]
     assert len(plans) == 2 and plans[0] != plans[1], "the two robots must differ"
     assert_only_slow_refusals(server, participant["id"])
+    assert_reported_as_the_page_should(server, participant["id"], you.moves)
+
+
+def assert_reported_as_the_page_should(server: LiveServer, participant_id: int,
+                                       moves: Counter[int]) -> None:
+    """Practice reports every element at once (it measures the person); a played round at
+    most once ``progress_seconds``, but at once in its last such interval."""
+    rows = stored(server, REPORTS_SQL, participant_id)
+    reports = Counter(row["round_id"] for row in rows)
+    practice = {row["id"] for row in stored(
+        server, "SELECT r.id FROM rounds r JOIN sessions s ON s.id = r.session_id WHERE "
+                "r.participant_id = ? AND s.number = 0", participant_id)}
+    played = set(moves) - practice
+    assert practice and played
+    assert all(reports[r] == moves[r] for r in practice), (reports, moves)
+    assert 0 < sum(reports[r] for r in played) < sum(moves[r] for r in played), (reports, moves)
+    gaps = played_report_gaps(rows)
+    assert gaps and held_back(gaps), gaps
 
 
 @pytest.mark.minutes(1)

@@ -14,6 +14,8 @@ from support.people import Person, practise, running, to_session
 from support.teams import team_protocol
 from support.web import FakeClock, make_app, page_socket
 
+from study.web.participant.progress import PLAYED_REPORT_SECONDS
+
 
 def placed(browser: Browser, round_state: dict[str, Any], content: Any) -> None:
     reply = browser.send("progress", {"round_id": round_state["id"], "content": content})
@@ -34,6 +36,7 @@ def test_a_refresh_gets_the_boxes_of_the_unfinished_cookie_back(app, clock):
     through_preferences(you)
     round_state = you.start(1)
     assert round_state["on_cookie"] == [], "nothing placed yet"
+    assert round_state["progress_seconds"] == 0, "practice measures: every element at once"
     cells = round_state["target"]["cells"]
     wrong = next(cell for cell in range(round_state["target"]["rows"]
                                         * round_state["target"]["cols"]) if cell not in cells)
@@ -99,6 +102,7 @@ def test_a_team_member_gets_the_unfinished_cookie_back(tmp_path, teammates):
     practise(app, clock, bo, ratings=(2, 6))
     to_session(app, clock, [ada, bo], 1)
     round_state = running(ada)
+    assert round_state["progress_seconds"] == PLAYED_REPORT_SECONDS, "a played round"
     target = round_state["target"]
     content = target["letters"][:4] if target["kind"] == "letters" else target["cells"][:6]
     clock.advance(1.0)
