@@ -9,7 +9,8 @@ with gevent; both durabilities by default, ``--durability full`` for one;
 several behind HAProxy with Redis) on a fresh database, and light bots
 (``study.bots.light``) that keep N participants in the study: they arrive evenly over the
 ramp, take the demo study's steps at a person's pace (pages read for seconds, every element
-of a cookie placed at the human timing model's pace and reported as ``progress``, finished
+of a cookie placed at the human timing model's pace and reported as ``progress`` as the page
+reports it, at once in practice and at most once a second in a played round, finished
 cookies sent as acknowledged ``cookie`` messages), and a slot whose participant finished
 takes a new one. After the ramp and a settling pause, a window of steady state is measured:
 

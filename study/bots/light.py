@@ -5,8 +5,9 @@ blocking wait per participant, too much for a thousand participants on the serve
 machine. Here every participant is a coroutine with its own ``socketio.AsyncClient`` over a
 websocket, its own cookie jar (so a balancer's stickiness sees a browser each) and one shared
 connection pool. A bot does what the page does (``static/js/bakery.js``): it loads the page,
-joins, answers every page, starts its rounds, reports every placed element as ``progress``
-(no ack asked, as the page) and every finished cookie as ``cookie`` (acked, resent with the
+joins, answers every page, starts its rounds, reports its cookie in progress as ``progress``
+when the page would (``study.bots.progress_reports``; no ack asked, as the page) and every
+finished cookie as ``cookie`` (acked, resent with the
 same ``msg_id`` after 4 s without an answer). The pace is a person's (``study.bots.human``)
 or, for a stress figure, the decorator's at a quick protocol's speeds.
 
