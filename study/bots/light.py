@@ -7,9 +7,9 @@ websocket, its own cookie jar (so a balancer's stickiness sees a browser each) a
 connection pool. A bot does what the page does (``static/js/bakery.js``): it loads the page,
 joins, answers every page, starts its rounds, reports its cookie in progress as ``progress``
 when the page would (``study.bots.progress_reports``; no ack asked, as the page) and every
-finished cookie as ``cookie`` (acked, resent with the
-same ``msg_id`` after 4 s without an answer). The pace is a person's (``study.bots.human``)
-or, for a stress figure, the decorator's at a quick protocol's speeds.
+finished cookie as ``cookie`` (acked, resent with the same ``msg_id`` after 4 s without an
+answer). The pace is a person's (``study.bots.human``) or, for a stress figure, the
+decorator's at a quick protocol's speeds.
 
 ``run_light_swarm`` keeps ``participants`` bots in the study for a while, each slot taking a
 new participant when its last one finished, in one or several processes, and returns the
