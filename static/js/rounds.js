@@ -111,12 +111,14 @@ function drawWork(round, placed) {
 let baking = false;
 const reports = { round: null, sentAt: -Infinity, held: null, timer: null };
 
+// The interval is timed on the page's own steady clock: the server's clock, as the page
+// knows it, moves with each state's delivery.
 function reportProgress(round, content) {
   if (baking) return;
   if (reports.round !== round.id) { dropHeldReport(); reports.round = round.id; reports.sentAt = -Infinity; }
   const every = round.progress_seconds || 0;
-  const now = serverNow();
-  if (now - reports.sentAt >= every || round.deadline - now <= every) {
+  const now = performance.now() / 1000;
+  if (now - reports.sentAt >= every || round.deadline - serverNow() <= every) {
     dropHeldReport();
     emitProgress(round.id, content);
     return;
@@ -134,7 +136,7 @@ function sendHeldReport() {
 }
 
 function emitProgress(roundId, content) {
-  reports.sentAt = serverNow();
+  reports.sentAt = performance.now() / 1000;
   socket.emit("progress", { msg_id: messageId(), round_id: roundId, content: content });
 }
 
