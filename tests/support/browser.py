@@ -295,6 +295,14 @@ class HumanHands(Participant):
                     break
         return str(round_id)
 
+    def drawn(self) -> Any:
+        """The participant's cookie as the page shows it: letters in their slots, in
+        order, or the iced boxes."""
+        if self.page.locator(".round-cookie").count():
+            return "".join(self.page.locator(".slot.filled").all_text_contents())
+        return sorted(int(cell) for cell in self.page.locator(".box.iced").evaluate_all(
+            "boxes => boxes.map(box => box.dataset.cell)"))
+
     def letters_move(self, before: str, after: str) -> None:
         if not before:
             self.page.wait_for_selector(".slot.filled", state="detached")

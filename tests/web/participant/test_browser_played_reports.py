@@ -44,13 +44,6 @@ def stored_reports(served: ServeProcess, round_id: int) -> list[Any]:
             "SELECT content FROM progress WHERE round_id = ? ORDER BY id", (round_id,))]
 
 
-def drawn(page) -> Any:
-    if page.locator(".round-cookie").count():
-        return "".join(page.locator(".slot.filled").all_text_contents())
-    return sorted(int(cell) for cell in page.locator(".box.iced").evaluate_all(
-        "boxes => boxes.map(box => box.dataset.cell)"))
-
-
 @pytest.mark.minutes(1.5)
 @pytest.mark.parametrize("view", ["desktop", "phone"])
 def test_a_reload_in_a_played_round_draws_every_element_placed(served: ServeProcess, browser,
@@ -81,7 +74,7 @@ def test_a_reload_in_a_played_round_draws_every_element_placed(served: ServeProc
         before = after
     page.reload()
     page.wait_for_selector(f'.bakery[data-round="{round_id}"] .cookie')
-    assert drawn(page) == before, "every element placed before the reload is drawn again"
+    assert you.drawn() == before, "every element placed before the reload is drawn again"
     reports = stored_reports(served, round_id)
     assert reports[-1] == before and len(reports) <= PLACED, reports
     page.close()

@@ -101,14 +101,6 @@ class Refresher(HumanHands):
             before = action.content
         return before
 
-    def drawn(self) -> Any:
-        """The participant's cookie as the page shows it: letters in their slots, in
-        order, or the iced boxes."""
-        if self.page.locator(".round-cookie").count():
-            return "".join(self.page.locator(".slot.filled").all_text_contents())
-        return sorted(int(cell) for cell in self.page.locator(".box.iced").evaluate_all(
-            "boxes => boxes.map(box => box.dataset.cell)"))
-
     def round_shown(self) -> tuple[str, str]:
         self.page.wait_for_selector(".bakery .cookie")
         bakery = self.page.locator(".bakery")
