@@ -286,7 +286,7 @@ class HumanHands(Participant):
                 if self.running(round_id):
                     raise
                 break  # on a busy machine the round closed under the person's hand, as it may
-            if not action.finished:
+            if not action.finished and self.took(action.content):
                 self.moves[int(round_id)] += 1
             previous = ("" if letters else []) if action.finished else action.content
             if action.finished and cookies is not None:
@@ -302,6 +302,11 @@ class HumanHands(Participant):
             return "".join(self.page.locator(".slot.filled").all_text_contents())
         return sorted(int(cell) for cell in self.page.locator(".box.iced").evaluate_all(
             "boxes => boxes.map(box => box.dataset.cell)"))
+
+    def took(self, content: Any) -> bool:
+        """Whether the page took the move that makes its cookie ``content``: once its clock
+        passes the deadline it stops the cookie, and a late click changes nothing."""
+        return self.drawn() == (content if isinstance(content, str) else sorted(content))
 
     def letters_move(self, before: str, after: str) -> None:
         if not before:

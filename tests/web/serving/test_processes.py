@@ -218,10 +218,11 @@ def test_the_time_waited_for_another_processs_write_lock_goes_into_the_heartbeat
     count_event(waiter)
     assert waiter.lock_wait == 0.0  # nobody else wrote: no wait
     asked_again, held = threading.Event(), threading.Event()
-    sleep = time.sleep
+    sleep, waiting_thread = time.sleep, threading.current_thread()
 
     def noting(seconds: float) -> None:  # the waiter's pause before asking again
-        asked_again.set()
+        if threading.current_thread() is waiting_thread:  # not another thread's nap
+            asked_again.set()
         sleep(seconds)
 
     monkeypatch.setattr(time, "sleep", noting)
