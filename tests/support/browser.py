@@ -26,6 +26,18 @@ QUICKEST_COOKIE_SECONDS = 1.2
 # The progress bar's width eases to each step's value; a screenshot waits for it to arrive.
 BAR_SETTLED = """() => Promise.all((document.getElementById("progress")?.getAnimations() ?? [])
   .map(animation => animation.finished))"""
+# The participant's own cookie on the round's bakery (or any round's, for null): the
+# letters in their slots, in order, or the iced boxes' cells; null without that bakery.
+COOKIE_DRAWN = """(round) => {
+  const bakery = document.querySelector(
+    round === null ? ".bakery" : `.bakery[data-round="${round}"]`);
+  const work = bakery && bakery.querySelector("#work");
+  if (!work) return null;
+  if (work.querySelector(".round-cookie"))
+    return Array.from(work.querySelectorAll(".slot.filled"), (slot) => slot.textContent).join("");
+  return Array.from(work.querySelectorAll(".box.iced"), (box) => Number(box.dataset.cell))
+    .sort((a, b) => a - b);
+}"""
 # The centres of a letter's tile and of the cookie, the tray scrolled into view first (as
 # Playwright's own scrolling does, centred if it is out of view); null if either is missing.
 DRAG_SPOTS = """(letter) => {
@@ -237,6 +249,7 @@ class HumanHands(Participant):
         self.protocol = load_protocol(protocol)
         self.themes: tuple[str, ...] | None = None  # as assigned after the ratings
         self.moves: Counter[int] = Counter()  # elements placed or taken off, by round id
+        self.unseen: Counter[int] = Counter()  # moves whose round left the page at once
 
     def play_human_round(self, step: str, margin: float = DEADLINE_MARGIN) -> int:
         """Start the next round, decorate at the model's pace until just before the
@@ -286,8 +299,12 @@ class HumanHands(Participant):
                 if self.running(round_id):
                     raise
                 break  # on a busy machine the round closed under the person's hand, as it may
-            if not action.finished and self.took(action.content):
-                self.moves[int(round_id)] += 1
+            if not action.finished:
+                taken = self.took(round_id, action.content)
+                if taken is None:
+                    self.unseen[int(round_id)] += 1
+                elif taken:
+                    self.moves[int(round_id)] += 1
             previous = ("" if letters else []) if action.finished else action.content
             if action.finished and cookies is not None:
                 cookies -= 1
@@ -295,18 +312,19 @@ class HumanHands(Participant):
                     break
         return str(round_id)
 
-    def drawn(self) -> Any:
+    def drawn(self, round_id: str | None = None) -> Any:
         """The participant's cookie as the page shows it: letters in their slots, in
-        order, or the iced boxes."""
-        if self.page.locator(".round-cookie").count():
-            return "".join(self.page.locator(".slot.filled").all_text_contents())
-        return sorted(int(cell) for cell in self.page.locator(".box.iced").evaluate_all(
-            "boxes => boxes.map(box => box.dataset.cell)"))
+        order, or the iced boxes; None once the round (``round_id``, or any) has left the
+        page."""
+        return self.page.evaluate(COOKIE_DRAWN, round_id)
 
-    def took(self, content: Any) -> bool:
+    def took(self, round_id: str, content: Any) -> bool | None:
         """Whether the page took the move that makes its cookie ``content``: once its clock
-        passes the deadline it stops the cookie, and a late click changes nothing."""
-        return self.drawn() == (content if isinstance(content, str) else sorted(content))
+        passes the deadline it stops the cookie, and a late click changes nothing. None if
+        the server closed the round meanwhile and the page dropped it: not seen."""
+        drawn = self.drawn(round_id)
+        return None if drawn is None else drawn == (
+            content if isinstance(content, str) else sorted(content))
 
     def letters_move(self, before: str, after: str) -> None:
         if not before:
