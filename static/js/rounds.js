@@ -12,7 +12,8 @@ function roundRunning() {
 }
 
 // Leaving the page while a round runs (reload, close, another address) asks first, and
-// sends the cookie's waiting report before the page goes.
+// sends the cookie's waiting report before the page goes. A phone may end a tab it hid
+// without a word to the page, so hiding it sends the waiting report too.
 export function guardRound() {
   window.addEventListener("beforeunload", (event) => {
     if (!roundRunning()) return;
@@ -20,6 +21,9 @@ export function guardRound() {
     event.returnValue = "";  // what older browsers need to ask
   });
   window.addEventListener("pagehide", sendHeldReport);
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "hidden") sendHeldReport();
+  });
 }
 
 function roundTitle(round, start) {
@@ -127,8 +131,8 @@ function reportProgress(round, content) {
   if (reports.timer === null) reports.timer = setTimeout(sendHeldReport, (reports.sentAt + every - now) * 1000);
 }
 
-// The report waiting for its second to end, sent now (its second ended, or the page is left:
-// a reload then redraws every element placed).
+// The report waiting for its second to end, sent now (its second ended, or the page is left
+// or hidden: a reload then redraws every element placed).
 function sendHeldReport() {
   const held = reports.held;
   dropHeldReport();
