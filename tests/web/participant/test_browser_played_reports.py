@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page
 from support.browser import DESKTOP, PHONE, HumanHands, practise
+from support.storage import wait_for
 from support.web import DEMO
 
 from study.bots.human import Human
@@ -110,14 +110,10 @@ def test_a_reload_in_a_played_round_draws_every_element_placed(served: ServeProc
     page.close()
 
 
-def reported(served: ServeProcess, round_id: int, content: Any) -> bool:
-    """Whether the round's latest stored report comes to be ``content``."""
-    give_up = time.monotonic() + REPORT_WAIT_SECONDS
-    while stored_reports(served, round_id)[-1:] != [content]:
-        if time.monotonic() > give_up:
-            return False
-        time.sleep(0.1)
-    return True
+def wait_reported(served: ServeProcess, round_id: int, content: Any, what: str) -> None:
+    """Wait until the round's latest stored report is ``content``."""
+    wait_for(lambda: stored_reports(served, round_id)[-1:] == [content],
+             REPORT_WAIT_SECONDS, what)
 
 
 @pytest.mark.minutes(1)
@@ -126,9 +122,9 @@ def test_hiding_the_page_sends_the_report_waiting_for_its_second(served: ServePr
     page = browser.new_page(viewport=PHONE, has_touch=True)
     you = HumanHands(page, Human(pace=1.0), seed=5)
     round_id, before = placed_in_a_played_round(you, page, served.url, "hidden-phone")
-    assert reported(served, round_id, before), "the three elements went at their second's end"
+    wait_reported(served, round_id, before, "the three elements sent at their second's end")
     page.evaluate(CHANGE_TWICE_AND_HIDE)
     changed = you.drawn(str(round_id))
     assert changed not in (None, before)
-    assert reported(served, round_id, changed), "hiding the page sent the waiting report"
+    wait_reported(served, round_id, changed, "the waiting report sent as the page was hidden")
     page.close()
