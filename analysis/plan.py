@@ -12,7 +12,7 @@ them, so a pair's power is that of the adjusted test:
 - team cookies: teams are pool teams with the participant's capabilities those of a
   simulated participant, drawn from people: a pilot database's measured capabilities
   (resampled) when one is given, else people of the human decorating-speed model
-  (``study.bots.human``) measured in one practice round, as the server measures them,
+  (``study.people.speed``) measured in one practice round, as the server measures them,
   under the protocol's reference speeds; the teammate is the pool team's other human.
   Each condition's policy gives the kits (the goal allocation), and every round's cookies
   come from the decorator model of ``study.task.decorator`` (gamma times between cookies at the
@@ -225,7 +225,7 @@ def participant_capabilities(protocol: Any, pilot: Path | None, people: int,
     them (speed over its reference speed, clipped): the pilot's participants drawn with
     replacement, else people of the human decorating-speed model, since only people say
     which capabilities are typical (MODEL.md, "Measuring a participant")."""
-    from study.bots.human import coefficients, population_speeds
+    from study.people.speed import coefficients, population_speeds
 
     references = tuple(cookie.reference_speed for cookie in protocol.cookies)
     if pilot is not None:

@@ -1,14 +1,14 @@
-"""Calibration of the protocols' reference speeds to the human decorating-speed model.
+"""Where the shipped protocols measure the human decorating-speed model's people.
 
     python -m benchmarks.human_model [--people 4000] [--seed 1]
 
 For each shipped protocol: the model's population measured in one practice round of the
-protocol's length on its two cookies; the reference speeds that map the typical person to
-the centre of the paper's observed ranges (``study.bots.human.calibrated_reference``); the
-same multiplied by one factor so that people from 0.3 to 2.5 times the model's times
-measure unclipped (``headroom_references``); the protocol's own reference speeds; and,
-under them, the share of clipped capabilities at the quickest and slowest pace and the
-typical person's capabilities (``docs/human-model.md`` quotes this table).
+protocol's length on its two cookies; the reference speeds that put the typical person at
+the centres of the paper's ranges (``study.people.scale.paper_references``); the
+protocol's own reference speeds, the typical person's capabilities under them and their
+factor against the paper's centres; and the share of the population clipped per type
+(people faster than the paper's fastest), and at 0.3 and 2.5 times the model's times,
+the robustness test's paces (``docs/human-model.md`` quotes this table).
 
     python -m benchmarks.human_model --reach [--people 2800]
 
@@ -26,22 +26,21 @@ from pathlib import Path
 
 import numpy as np
 
-from study.bots.human import (
-    HEADROOM_PACES,
-    OBSERVED_RANGES,
-    calibrated_reference,
+from study.calibration.pilot import lowest_references
+from study.people.scale import paper_references, protocol_scale
+from study.people.speed import (
+    ROBUSTNESS_PACES,
     coefficients,
-    headroom_references,
     pace_speeds,
     population_speeds,
 )
-from study.calibration.pilot import lowest_references
 from study.pool.forming import fair_gap_reach
 from study.protocol.loader import load_protocol, preference_coefficient
 from study.task.cookies import target
 
 ROOT = Path(__file__).resolve().parents[1]
-PROTOCOLS = ("demo", "study1", "study2", "teams2", "teams3")
+PROTOCOLS = ("demo", "demo-de", "study1", "study2", "study2-paper", "welfare", "teams2",
+             "teams3")
 # The population test's paces (tests/support/human_journeys.py), six rating patterns each.
 PACES = (0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5)
 PATTERNS = 6
@@ -52,22 +51,24 @@ def _pair(values: tuple[float, ...] | np.ndarray, form: str) -> str:
     return " / ".join(format(value, form) for value in values)
 
 
+def _clipped(values: np.ndarray) -> np.ndarray:
+    return ((values <= 0.01) | (values >= 0.99)).mean(axis=0)
+
+
 def report(name: str, people: int, seed: int) -> str:
     protocol = load_protocol(ROOT / "protocols" / f"{name}.toml")
     targets = [target(protocol, task_type) for task_type in range(2)]
     seconds = protocol.practice_seconds
     speeds = population_speeds(targets, seconds, people, seed)
-    quickest, slowest = (pace_speeds(targets, seconds, pace, people // 4, seed)
-                         for pace in HEADROOM_PACES)
-    paper = [calibrated_reference(speeds[:, j], *OBSERVED_RANGES[j]) for j in range(2)]
-    headroom = headroom_references(speeds, quickest)
     shipped = tuple(c.reference_speed for c in protocol.cookies)
-    clipped = [((values <= 0.01) | (values >= 0.99)).mean(axis=0)
-               for values in (coefficients(quickest, shipped), coefficients(slowest, shipped))]
+    paces = [coefficients(pace_speeds(targets, seconds, pace, people // 4, seed), shipped)
+             for pace in ROBUSTNESS_PACES]
+    scale = protocol_scale(protocol)
     return (f"| {name} | {seconds:g} | {_pair(np.median(speeds, axis=0), '.4f')} | "
-            f"{_pair(paper, '.4f')} | {_pair(headroom, '.4f')} | {_pair(shipped, 'g')} | "
-            f"{_pair(clipped[0], '.1%')} | {_pair(clipped[1], '.1%')} | "
-            f"{_pair(np.median(coefficients(speeds, shipped), axis=0), '.3f')} |")
+            f"{_pair(paper_references(protocol), '.4f')} | {_pair(shipped, 'g')} | "
+            f"{_pair(scale.typical, '.3f')} | {_pair(scale.factors, '.3f')} | "
+            f"{_pair(_clipped(coefficients(speeds, shipped)), '.1%')} | "
+            f"{_pair(_clipped(paces[0]), '.1%')} | {_pair(_clipped(paces[1]), '.1%')} |")
 
 
 def reach_report(people: int, seed: int) -> str:
@@ -115,14 +116,14 @@ def main() -> None:
     if args.reach:
         print(reach_report(args.people, args.seed))
         return
-    quick, slow = HEADROOM_PACES
+    quick, slow = ROBUSTNESS_PACES
     print(f"{args.people} simulated people per protocol ({args.people // 4} at each of "
           f"{quick:g} and {slow:g} times the model's times), seed {args.seed}\n")
     print("| protocol | practice s | median speed sq / le (cookies/s) | reference for the "
-          "paper's ranges sq / le | reference with headroom sq / le | shipped reference "
-          f"sq / le | clipped at {quick:g}x sq / le | clipped at {slow:g}x sq / le | median c "
-          "sq / le |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "paper's centres sq / le | shipped reference sq / le | typical c sq / le | x the "
+          f"paper's centres sq / le | clipped sq / le | clipped at {quick:g}x sq / le | "
+          f"clipped at {slow:g}x sq / le |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in PROTOCOLS:
         print(report(name, args.people, args.seed), flush=True)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from study.bots.human import Human, measured_speed
+from study.people.speed import Human, measured_speed
 from study.pool import Pool, PoolSpec, build_pool
 from study.pool.forming import targets
 from study.protocol.loader import load_protocol, preference_coefficient

@@ -17,6 +17,7 @@ LAYERS = [
     {"allocation"},
     {"protocol"},
     {"task"},
+    {"people"},
     {"pool"},
     {"storage"},
     {"calibration", "exports", "bots"},

@@ -8,7 +8,7 @@ connection pool. A bot does what the page does (``static/js/bakery.js``): it loa
 joins, answers every page, starts its rounds, reports its cookie in progress as ``progress``
 when the page would (``study.bots.progress_reports``; no ack asked, as the page) and every
 finished cookie as ``cookie`` (acked, resent with the same ``msg_id`` after 4 s without an
-answer). The pace is a person's (``study.bots.human``) or, for a stress figure, the
+answer). The pace is a person's (``study.people.speed``) or, for a stress figure, the
 decorator's at a quick protocol's speeds.
 
 ``run_light_swarm`` keeps ``participants`` bots in the study for a while, each slot taking a
@@ -35,7 +35,6 @@ import socketio
 import uvloop
 
 from study.bots.client import Acked, AckLog, State, new_msg_id, routed_url
-from study.bots.human import Human, noise
 from study.bots.participant import (
     DEFAULT_FACTS,
     ROUND_STEPS,
@@ -47,6 +46,7 @@ from study.bots.participant import (
     page_answers,
 )
 from study.bots.progress_reports import ProgressReports
+from study.people.speed import Human, noise
 from study.task.decorator import Decorator
 
 ACK_TIMEOUT = 4.0  # the page's ACK_TIMEOUT_MS: no answer by then, the message is sent again
@@ -68,7 +68,7 @@ class Gone(Exception):
 @dataclass(frozen=True)
 class Pace:
     """How a light bot spends its time: ``human`` places element after element at a
-    person's pace (``study.bots.human``); otherwise cookies come at the decorator's pace.
+    person's pace (``study.people.speed``); otherwise cookies come at the decorator's pace.
     ``page_scale`` shortens (or lengthens) the person's reading of pages and round starts."""
 
     human: bool = True

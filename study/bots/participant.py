@@ -4,7 +4,7 @@ Capabilities drive the cookie pace through ``study.task.decorator.Decorator`` (t
 agent teammate uses), preferences drive the theme ratings, and a behaviour says how the
 participant treats the connection: working steadily, idling, refreshing the page mid-round,
 or leaving for a while and coming back. The ``human`` behaviour decorates element by element
-at a person's pace instead (``study.bots.human``), reporting each element as the page does.
+at a person's pace instead (``study.people.speed``), reporting each element as the page does.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from study.bots.client import AckLog, Connection, State
-from study.bots.human import Human
 from study.bots.progress_reports import ProgressReports
+from study.people.speed import Human
 from study.protocol.schema import MAX_CONDITIONS
 from study.task.decorator import Decorator
 
@@ -46,7 +46,7 @@ class Behaviour:
     ``pace`` scales the decorator's speed, ``read_seconds`` is spent on every page,
     ``idle`` makes no cookies, ``refresh_at`` (fraction of a round) reloads the page once a
     round, ``away_seconds`` drops the connection mid-round for that long, ``human`` places
-    every element at the pace of a person drawn from ``study.bots.human`` (capabilities
+    every element at the pace of a person drawn from ``study.people.speed`` (capabilities
     then come from that person's measured speed, not from the profile).
     """
 

@@ -5,7 +5,7 @@ A participant's capability on a cookie type is measured as
 cookie unfinished at the deadline by its correct fraction (``docs/model.md``); a decorator
 with capability ``c`` therefore works at ``c * reference speed`` cookies per second. The
 protocols' reference speeds are calibrated to how fast people decorate
-(``study.bots.human``), so the teammate works at a person's pace. Real people do not
+(``study.people.speed``), so the teammate works at a person's pace. Real people do not
 finish cookies like a metronome, so the time per cookie is drawn from a gamma distribution
 with that mean and a coefficient of variation of about a quarter. The first cookie of a round
 takes the remaining part of a cookie in progress (the renewal process is started in its

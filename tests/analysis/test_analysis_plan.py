@@ -121,7 +121,7 @@ def test_participants_are_drawn_from_the_pilots_measured_capabilities(tmp_path):
 
 
 def test_without_a_pilot_participants_are_people_of_the_human_model():
-    from study.bots.human import PERSON_SPREAD
+    from study.people.speed import PERSON_SPREAD
     from study.protocol.loader import load_protocol
 
     protocol = load_protocol(DEMO)

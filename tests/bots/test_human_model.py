@@ -10,7 +10,8 @@ import pytest
 from support.web import LiveServer
 
 from study.bots import StudyFacts, profile_for, run_swarm
-from study.bots.human import (
+from study.bots.servers import quick_protocol
+from study.people.speed import (
     DRAGGING,
     HEADROOM_PACES,
     HEADROOM_TOP,
@@ -24,7 +25,6 @@ from study.bots.human import (
     pace_speeds,
     population_speeds,
 )
-from study.bots.servers import quick_protocol
 from study.protocol.loader import load_protocol
 from study.task.cookies import letters_target, matches, squares_target, target
 from study.web import create_app

@@ -1,7 +1,7 @@
 """``study calibrate``: from a pilot of simulated people to a protocol that measures people
 like them inside the target ranges, and every refusal (docs/pilot-to-study.md).
 
-Pilots run simulated people (``study.bots.human``) through the real journey code
+Pilots run simulated people (``study.people.speed``) through the real journey code
 (``tests/support/human_journeys.py``) on study2-paper (the paper's ranges), with a small pool of its
 teams; new people are then measured under the calibrated protocol the same way.
 """
@@ -19,9 +19,9 @@ import pytest
 from support.human_journeys import PROTOCOLS, HumanJourneys
 from support.web import FakeClock, make_app
 
-from study.bots.human import DESKTOP, Human, Layout
 from study.calibration.pilot import MIN_PARTICIPANTS, reference_speed
 from study.cli import main
+from study.people.speed import DESKTOP, Human, Layout
 from study.pool import Pool, PoolSpec, ensure_pool
 from study.pool.bounds import derive_bounds
 from study.protocol.loader import load_protocol

@@ -120,7 +120,7 @@ def test_themes_go_by_rating_and_ties_keep_the_protocol_themes():
 
 def test_practice_and_sessions_show_the_assigned_themes(tmp_path):
     run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path / "pools")
-    from study.bots.human import Human
+    from study.people.speed import Human
 
     rng = np.random.default_rng(1)
     person = run.person("themes-1", Human(pace=0.8), rng, {"ravens": 1, "steelers": 7})
@@ -143,7 +143,7 @@ def test_practice_and_sessions_show_the_assigned_themes(tmp_path):
 
 def test_the_placement_is_recorded(tmp_path):
     run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path / "pools")
-    from study.bots.human import Human
+    from study.people.speed import Human
 
     rng = np.random.default_rng(2)
     person = run.person("placed-1", Human(pace=1.0), rng, {"ravens": 6, "steelers": 2})
@@ -162,7 +162,7 @@ def test_the_placement_is_recorded(tmp_path):
 
 
 def test_unplaced_participants_meet_what_the_protocol_declares(tmp_path):
-    from study.bots.human import Human
+    from study.people.speed import Human
 
     slow = Human(pace=2.6)  # slower on letters than any teammate of the paper's ranges
     run = HumanJourneys(paper_ranges_protocol(tmp_path), tmp_path, tmp_path / "pools")
@@ -272,8 +272,8 @@ def test_no_reference_speeds_let_study1_place_95_percent():
     people at the model's pace or slower measure no capability a person who rates both
     themes 6 needs for a fair gap above 0.60 (0.39), so those four of the 42 pace and
     rating cells are out of every study1's reach: at most 90.5 % can be placed."""
-    from study.bots.human import coefficients, pace_speeds
     from study.calibration.pilot import lowest_references
+    from study.people.speed import coefficients, pace_speeds
     from study.protocol.loader import preference_coefficient
     from study.task.cookies import target
 
@@ -338,7 +338,7 @@ def test_the_formation_table_command_prints_the_table(tmp_path):
 
 
 def letters_measure(run: HumanJourneys, code: str, ratings: dict[str, int]) -> dict:
-    from study.bots.human import Human
+    from study.people.speed import Human
 
     steady = Human(pace=1.0, spread=0.0, slip=0.0)  # every element its mean time
     run.person(code, steady, np.random.default_rng(6), ratings)
@@ -377,7 +377,7 @@ def test_the_agent_decorates_a_shorter_theme_faster_at_the_same_capability():
 
 
 def test_a_clipped_capability_is_flagged_and_keeps_its_raw_speed(tmp_path):
-    from study.bots.human import Human
+    from study.people.speed import Human
 
     brisk = paper_ranges_protocol(tmp_path)  # the paper's reference speeds clip at 0.4
     run = HumanJourneys(brisk, tmp_path, tmp_path / "pools")
@@ -494,7 +494,7 @@ def study2_small_pool(tmp_path_factory):
 def test_tied_ratings_lowest_index_puts_a_tied_person_in_the_role(tmp_path, study2_small_pool):
     """Today's rule, the default: equal ratings are read as preferring squares, which makes
     a person of the model (best at letters) the negatively correlated most capable human."""
-    from study.bots.human import Human
+    from study.people.speed import Human
 
     run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path, study2_small_pool)
     person = run.person("tied-1", Human(), np.random.default_rng(5), {"ravens": 4,
@@ -506,7 +506,7 @@ def test_tied_ratings_lowest_index_puts_a_tied_person_in_the_role(tmp_path, stud
 
 def test_tied_ratings_unmatched_sends_tied_people_to_the_unmatched_page(tmp_path,
                                                                          study2_small_pool):
-    from study.bots.human import Human
+    from study.people.speed import Human
 
     run = HumanJourneys(tied_ratings(tmp_path, "unmatched"), tmp_path, tmp_path,
                         study2_small_pool)
@@ -529,7 +529,7 @@ def test_tied_ratings_random_records_the_draw_and_the_live_team_reads_it(
     the target's most capable human. Drawn letters, their best cookie: positively
     correlated, no member makes them that human, and the typed rule sends them to the
     unmatched page. A person who did not tie draws nothing."""
-    from study.bots.human import Human
+    from study.people.speed import Human
     from study.web.participant import steps
 
     draws = []

@@ -73,7 +73,7 @@ def test_a_stale_digest_is_refused_naming_both_digests(tmp_path, capsys):
 
 def test_new_sampling_ranges_make_the_old_bounds_stale(tmp_path, capsys):
     """The issue's case: the ranges changed, the bounds and their source did not."""
-    path, built = study2_with(tmp_path, "c = [[0.02, 0.27], [0.04, 0.88]]",
+    path, built = study2_with(tmp_path, "c = [[0.20, 0.32], [0.63, 1.00]]",
                               "c = [[0.29, 0.32], [0.61, 0.80]]")
     assert main(["check", str(path)]) == 2
     err = capsys.readouterr().err

@@ -14,7 +14,7 @@ import numpy as np
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page
 
-from study.bots.human import Human
+from study.people.speed import Human
 from study.protocol.loader import load_protocol
 from study.task.cookies import target
 from support.web import DEMO, LiveServer

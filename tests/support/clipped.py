@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from study.bots.human import Human
+from study.people.speed import Human
 from support.people import Person
 from support.web import STUDY2, FakeClock, journey
 

@@ -1,6 +1,6 @@
 """Simulated people at human pace through the real journey code, in process.
 
-Each person (``study.bots.human``) consents, rates the themes and plays the four practice
+Each person (``study.people.speed``) consents, rates the themes and plays the four practice
 rounds: every element placed is a ``progress`` message and every finished cookie a
 ``cookie`` message to ``Journey.handle``, at the times the model gives, on an injected
 clock; ``tick`` closes the rounds. The team is then formed as in a live study, so the
@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from study.bots.human import Human, share_in_ranges
+from study.people.scale import share_in_ranges
+from study.people.speed import Human
 from study.protocol.loader import load_protocol
 from study.storage.database import Storage
 from study.web.participant.agent_pool import PoolTeammates

@@ -1,5 +1,5 @@
 """The demo in real Chromium at a person's pace: the human decorating-speed model
-(``study.bots.human``) decides when every letter is dragged and every box clicked, slips and
+(``study.people.speed``) decides when every letter is dragged and every box clicked, slips and
 corrections included, and Playwright's mouse does it. The measured capabilities must come
 out inside (0.01, 0.99), not clipped, and the two robots' plans must differ.
 """
@@ -20,7 +20,7 @@ from support.browser import (
 from support.reports import REPORTS_SQL, held_back, played_report_gaps
 from support.web import DEMO, LiveServer, make_app
 
-from study.bots.human import Human
+from study.people.speed import Human
 from study.protocol.loader import load_protocol
 from study.web.participant.agent_pool import PoolTeammates
 

@@ -21,8 +21,8 @@ from support.browser import DESKTOP, PHONE, HumanHands, practise
 from support.storage import wait_for
 from support.web import DEMO
 
-from study.bots.human import Human
 from study.bots.servers import ServeProcess, quick_protocol
+from study.people.speed import Human
 from study.task.cookies import letters_target, squares_target
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

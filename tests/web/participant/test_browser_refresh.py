@@ -2,7 +2,7 @@
 asks before a running round is left; the theme's words are readable on its colour.
 
 Real Chromium against ``study serve``, at a person's pace: the human decorating model
-(``study.bots.human``) times every box clicked and letter dragged, slips included. On a
+(``study.people.speed``) times every box clicked and letter dragged, slips included. On a
 desktop and on a 390x844 phone a participant decorates part of a squares cookie and of a
 letters cookie, reloads the page, finds the same elements drawn and finishes the cookie
 with the ones still missing. The practice rounds are long (``PRACTICE_SECONDS``) so that a
@@ -25,8 +25,8 @@ from playwright.sync_api import Dialog, Page
 from support.browser import HumanHands, screenshot_directory
 from support.web import DEMO
 
-from study.bots.human import Action, Human
 from study.bots.servers import ServeProcess, quick_protocol
+from study.people.speed import Action, Human
 from study.protocol.colours import AA_RATIO, contrast
 from study.task.cookies import letters_target, squares_target
 

@@ -19,7 +19,7 @@ import pytest
 from support.browser import HumanHands, stored
 from support.web import LiveServer, make_app
 
-from study.bots.human import Human
+from study.people.speed import Human
 from study.protocol.loader import load_protocol
 from study.web.participant.agent_pool import PoolTeammates
 

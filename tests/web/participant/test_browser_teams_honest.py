@@ -27,7 +27,7 @@ from playwright.sync_api import Page
 from support.browser import DESKTOP, PHONE, HumanHands, screenshot_directory, stored
 from support.web import LiveServer, make_app
 
-from study.bots.human import Human
+from study.people.speed import Human
 from study.pool.names import TEAM_TYPES
 from study.pool.teamtypes import team_type_codes
 from study.protocol.loader import Protocol, load_protocol

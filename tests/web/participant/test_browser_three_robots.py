@@ -30,7 +30,7 @@ from support.browser import (
 from support.protocols import THREE
 from support.web import LiveServer, make_app
 
-from study.bots.human import Human
+from study.people.speed import Human
 from study.protocol.loader import load_protocol
 from study.protocol.texts import CONCEALED_AGENT_TEXTS, DEFAULT_TEXTS
 from study.web.participant.agent_pool import PoolTeammates

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from support.human_journeys import PROTOCOLS, HumanJourneys
 
-from study.bots.human import Human
+from study.people.speed import Human
 from study.pool import Pool, PoolSpec, ensure_pool
 from study.protocol.loader import TASK_NAMES, load_protocol
 from study.web.console.holds import apply_action, ensure_tables

@@ -176,15 +176,9 @@ def measured_speed(actions: list[Action], seconds: float) -> float:
     return (finished + fraction) / seconds
 
 
-# The paper's observed capability ranges (MODEL.md), per task type: squares, letters.
-OBSERVED_RANGES = ((0.20, 0.32), (0.63, 1.00))
-# The paces (times the model's times) the shipped protocols measure without clipping: a
-# person three times as quick as the model and one two and a half times as slow.
-HEADROOM_PACES = (0.3, 2.5)
-# Where the median person at the quickest pace measures their quickest cookie type: high
-# enough to spread the slow end over many values, low enough that the quickest of them
-# stay under 0.99.
-HEADROOM_TOP = 0.75
+# The paces (times the model's times) of the robustness test: a person three times as quick
+# as the model and one two and a half times as slow end in a declared outcome.
+ROBUSTNESS_PACES = (0.3, 2.5)
 
 
 def population_speeds(targets: list[dict[str, Any]], seconds: float, people: int,
@@ -201,12 +195,6 @@ def population_speeds(targets: list[dict[str, Any]], seconds: float, people: int
     return speeds
 
 
-def calibrated_reference(speeds: np.ndarray, low: float, high: float) -> float:
-    """The reference speed that maps the population's typical (geometric mean) speed to the
-    geometric centre of ``[low, high]``."""
-    return float(np.exp(np.log(np.maximum(speeds, 1e-9)).mean()) / math.sqrt(low * high))
-
-
 def pace_speeds(targets: list[dict[str, Any]], seconds: float, pace: float, people: int,
                 seed: int = 0) -> np.ndarray:
     """``[people, types]`` speeds of people all at ``pace`` times the model's times."""
@@ -215,29 +203,6 @@ def pace_speeds(targets: list[dict[str, Any]], seconds: float, pace: float, peop
                                      seconds) for target in targets] for _ in range(people)])
 
 
-def headroom_references(typical: np.ndarray, quickest: np.ndarray,
-                        ranges: tuple[tuple[float, float], ...] = OBSERVED_RANGES,
-                        top: float = HEADROOM_TOP) -> tuple[float, ...]:
-    """Reference speeds with room above and below: the paper's references (the typical
-    person at the centre of each of its ranges, ``calibrated_reference``), all multiplied by
-    one factor so that the median of ``quickest`` (people at the quickest pace) measures
-    ``top`` on the type they measure highest. One factor keeps the paper's ratio between
-    the types, so the cookie people are best at stays so."""
-    paper = np.array([calibrated_reference(typical[:, j], *ranges[j])
-                      for j in range(typical.shape[1])])
-    factor = float(np.max(np.median(quickest, axis=0) / paper)) / top
-    return tuple(float(x) for x in paper * factor)
-
-
 def coefficients(speeds: np.ndarray, references: tuple[float, ...]) -> np.ndarray:
     """Capability coefficients as the server maps speeds: ``clip(speed / ref, .01, .99)``."""
     return np.clip(speeds / np.asarray(references), 0.01, 0.99)
-
-
-def share_in_ranges(values: np.ndarray,
-                    ranges: tuple[tuple[float, float], ...] = OBSERVED_RANGES) -> float:
-    """Share of people whose every coefficient lies in its observed range."""
-    inside = np.ones(len(values), dtype=bool)
-    for task_type, (low, high) in enumerate(ranges):
-        inside &= (values[:, task_type] >= low) & (values[:, task_type] <= high)
-    return float(inside.mean())
