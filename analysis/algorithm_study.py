@@ -11,7 +11,10 @@ on every team of its pool and per team type:
   its goal minus at Efficient's; the ``fairness`` gap is the paper's fair gap, tabulated
   in the paper's Study #1 bins (``study.pool.summary.study1_table``);
 - the rounds each human spends on their most capable and their most preferred type, for
-  the most capable human and the other (the paper's Figure 4, ``study2_table``'s roles).
+  the most capable human and the other (the paper's Figure 4, ``study2_table``'s roles);
+- per algorithm (a first session), the share of teams whose goal is the one it reaches on
+  the paper's capability scale (``study.pool.scale``): a protocol measuring people on
+  another scale runs other robots than the paper's.
 
 Goals are read from the pool where it solved the algorithm exactly as the protocol runs
 it, and solved (``solve_batch``, vectorised) otherwise. An algorithm with memory over the
@@ -45,8 +48,10 @@ from study.allocation.model import (
 )
 from study.allocation.solver import solve_batch
 from study.allocation.terms import TERMS
+from study.people.scale import protocol_scale
 from study.pool.contrast import ROLES, by_role
 from study.pool.placing import algorithm_for
+from study.pool.scale import same_goal_shares
 from study.pool.store import Pool
 from study.pool.summary import study1_table
 from study.pool.teamtypes import TEAM_TYPES
@@ -286,14 +291,20 @@ def run(pool: Pool, protocol: Any, progress: Progress = print) -> AlgorithmStudy
                           "selected_percent"] / 100, **entry}
                      for entry in table[f"{measure}_bins"]]
     spec = pool.spec
+    scale = protocol_scale(protocol)
+    progress("solving every algorithm on the paper's capability scale")
+    same_goal = same_goal_shares(c, p, [(label, robot.algorithm) for label, robot
+                                        in goals.firsts.items()], spec.kits, scale)
     return AlgorithmStudy(
         tables={"departures": pd.DataFrame(departures), "term_gaps": pd.DataFrame(gaps),
-                "rounds": pd.DataFrame(rounds), "fair_gap_bins": pd.DataFrame(bins)},
+                "rounds": pd.DataFrame(rounds), "fair_gap_bins": pd.DataFrame(bins),
+                "paper_scale": pd.DataFrame([entry.__dict__ for entry in same_goal])},
         algorithms=[{"robot": robot.name, "goals": goals.source[robot.name],
                      **declaration(robot.algorithm)} for robot in robots],
         pool={"path": str(pool.path), "name": spec.name, "teams": pool.teams,
               "digest": pool.record["digest"], "rounds": sum(spec.kits) // spec.humans,
-              "fair_equity_bounds": bounds},
+              "fair_equity_bounds": bounds, "capability_scale": scale.describe(),
+              "scale_factor": scale.factor},
         seconds={"study": time.perf_counter() - started})
 
 
@@ -305,6 +316,8 @@ TABLE_TITLES = {
     "rounds": "Mean rounds on each human's most capable / most preferred type, by role",
     "fair_gap_bins": "Simulation Study #1: teams whose fair gap against Efficient is above "
                      "0.60, over the paper's bins",
+    "paper_scale": "Share of teams whose goal is the one the algorithm reaches on the paper's "
+                   "capability scale (FEA: its weight there, and the share at that weight)",
 }
 
 
@@ -314,6 +327,8 @@ def format_study(study: AlgorithmStudy) -> str:
     lines = [f"pool {pool['name']} ({pool['teams']:,} teams, digest {pool['digest'][:16]})"]
     lines += [f"  {entry['robot']}: {_describe(entry)}; goals {entry['goals']}"
               for entry in study.algorithms]
+    lines.append(f"capability scale: the human model's typical person measures "
+                 f"{pool['capability_scale']}")
     for name, frame in study.tables.items():
         shown = frame.drop(columns=[column for column in ("algorithm", "earlier")
                                     if column in frame and name != "rounds"])

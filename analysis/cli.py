@@ -268,9 +268,11 @@ def _register_simulate(commands: argparse._SubParsersAction) -> None:
                     "protocol declares and every preset its conditions run, against "
                     "Efficient, on every team of its pool and per team type: how often each "
                     "departs from Efficient, its efficiency cost, each term's gap, the "
-                    "fair-gap bins, and the rounds on each human's most capable and most "
-                    "preferred type by role. Writes DIR/*.csv, DIR/algorithms.json and the "
-                    "figures DIR/departures|term_gaps|rounds.png|svg, and prints the tables.")
+                    "fair-gap bins, the rounds on each human's most capable and most "
+                    "preferred type by role, and the share of teams where each keeps its "
+                    "goal on the paper's capability scale. Writes DIR/*.csv, "
+                    "DIR/algorithms.json and the figures "
+                    "DIR/departures|term_gaps|rounds.png|svg, and prints the tables.")
     make.add_argument("protocol", type=Path, metavar="PROTOCOL", help="the protocol file")
     make.add_argument("--pool", type=Path,
                       help="a pool file (default: the protocol's own pool, built in --pools "

@@ -86,6 +86,7 @@ def summary(protocol: Any) -> list[str]:
         ("practice", _practice(protocol)),
         ("cookies", "; ".join(f"{c.name}: theme {c.theme}, {c.reference_speed:g} cookies/s "
                               "= capability 1" for c in protocol.cookies)),
+        ("scale", _scale(protocol)),
         ("clipped", _clipped(protocol.clipped_capability)),
         ("themes", _themes(protocol)),
         ("too fast", f"a cookie within {protocol.min_cookie_seconds:g} s of the previous "
@@ -105,7 +106,7 @@ def summary(protocol: Any) -> list[str]:
     ]
     width = max(len(label) for label, _ in rows)
     return [f"{protocol.path}: valid protocol '{protocol.name}' ({protocol.title})",
-            *(f"  {label:<{width}}  {text}" for label, text in rows)]
+            *(f"  {label:<{width}}  {text}" for label, text in rows), *_off_scale(protocol)]
 
 
 def _conditions(protocol: Any) -> str:
@@ -133,6 +134,35 @@ def _algorithms(protocol: Any) -> str:
         memory = "; memory over the study" if algorithm.memory else ""
         parts.append(f"{algorithm.id} = {reward}{memory}")
     return "; ".join(parts)
+
+
+def _scale(protocol: Any) -> str:
+    """Where the human model's typical person measures under the reference speeds, beside
+    the paper's centres: the robots' choices depend on the scale (MODEL.md)."""
+    from study.people.scale import protocol_scale
+
+    return f"the human model's typical person measures {protocol_scale(protocol).describe()}"
+
+
+def _off_scale(protocol: Any) -> list[str]:
+    """A warning for a scale off the paper's, where the paper's robots choose other goals,
+    with the weight each FEA robot amounts to on the paper's scale."""
+    from study.people.scale import OFF_SCALE, protocol_scale, weight_on_paper_scale
+    from study.pool.scale import fea_weight
+
+    scale = protocol_scale(protocol)
+    if not scale.off:
+        return []
+    factors = ", ".join(f"{cookie.name} x{k:.2f}" for cookie, k in zip(
+        protocol.cookies, scale.factors, strict=True))
+    robots = [(c.id, c.w) for c in protocol.conditions
+              if c.declared is None and c.algorithm == "fea"]
+    robots += [(a.id, w) for a in protocol.algorithms if (w := fea_weight(a.terms)) is not None]
+    weights = "".join(f"; {name}: FEA w = {w:g} acts as the paper's FEA at w = "
+                      f"{weight_on_paper_scale(w, scale.factor):.2f}" for name, w in robots)
+    return [f"  WARNING: the capability scale is more than {OFF_SCALE:.0%} off the paper's "
+            f"({factors}): the paper's robots choose other goals on it (`study contrast` "
+            f"counts how often){weights}"]
 
 
 def _sessions(protocol: Any) -> str:

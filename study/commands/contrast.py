@@ -16,7 +16,9 @@ def register(subcommands: argparse._SubParsersAction) -> None:
                     "admits): per pair of its robots, the share of teams in which they "
                     "follow different plans and the mean rounds that differ per role; per "
                     "robot, the rounds each role spends on its most capable and most "
-                    "preferred type. Builds the protocol's pool first if it is not cached.")
+                    "preferred type; per robot, the share of target teams whose goal is "
+                    "the one it reaches on the paper's capability scale. Builds the "
+                    "protocol's pool first if it is not cached.")
     parser.add_argument("protocol", type=Path, metavar="PROTOCOL", help="the protocol file")
     parser.add_argument("--pools", type=Path, default=Path("var/pools"),
                         help="where team pools are built and cached (as `study serve`)")
@@ -27,13 +29,14 @@ def register(subcommands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
+    from study.people.scale import protocol_scale
     from study.pool import Pool, ensure_pool
     from study.pool.contrast import contrast, format_contrast
     from study.protocol.loader import load_protocol
 
     protocol = load_protocol(args.protocol)
     pool = Pool.open(ensure_pool(protocol.pool_spec(), args.pools))
-    figures = contrast(pool, protocol.conditions)
+    figures = contrast(pool, protocol.conditions, protocol_scale(protocol))
     print(json.dumps(figures, indent=2) if args.json
           else f"{args.protocol}: {format_contrast(figures)}")
     return 0

@@ -7,7 +7,9 @@ reads from the pool's stored columns, per pair of the protocol's robots, the sha
 teams whose goals differ and the rounds that differ per role (the most capable human and
 the other), and per robot the rounds each role spends on its most capable and its most
 preferred type (the paper's Figure 4). Nothing is solved again: the pool stores each
-algorithm's goal and those rounds.
+algorithm's goal and those rounds. Given the protocol's capability scale, it adds per robot
+the share of target teams whose goal is the one it reaches on the paper's scale
+(``study.pool.scale``, solved there).
 
 Two robots that reach different goals follow different plans; two that reach the same
 goal follow the same plan unless a condition orders its rounds differently
@@ -23,6 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from study.people.scale import Scale
+from study.pool.placing import algorithm_for
+from study.pool.scale import format_same_goal, same_goal_shares
 from study.pool.spec import PoolSpec
 from study.pool.store import Pool
 
@@ -93,8 +98,10 @@ def _mean(values: np.ndarray) -> float:
     return float(values.mean()) if len(values) else float("nan")
 
 
-def contrast(pool: Pool, conditions: Sequence[Any]) -> dict[str, Any]:
-    """Every figure of the contrast, as plain data (``study contrast --json``)."""
+def contrast(pool: Pool, conditions: Sequence[Any], scale: Scale | None = None
+             ) -> dict[str, Any]:
+    """Every figure of the contrast, as plain data (``study contrast --json``); with the
+    protocol's ``scale``, each condition's robot on the paper's scale too."""
     spec = pool.spec
     rows = np.flatnonzero(pool.eligible(spec.teammate))
     top = pool.column("most_capable_human")[rows].astype(np.intp)
@@ -121,7 +128,24 @@ def contrast(pool: Pool, conditions: Sequence[Any]) -> dict[str, Any]:
             "target": spec.teammate.describe(), "target_teams": len(rows),
             "rounds": sum(spec.kits) // spec.humans,
             "robots": [robot.__dict__ for robot in robots], "left_out": left_out,
-            "pairs": pairs, "per_robot": per_robot}
+            "pairs": pairs, "per_robot": per_robot,
+            **({} if scale is None else {"paper_scale": paper_scale(pool, rows, conditions,
+                                                                    scale)})}
+
+
+def paper_scale(pool: Pool, rows: np.ndarray, conditions: Sequence[Any],
+                scale: Scale) -> dict[str, Any]:
+    """The scale and, per condition, the share of the teams ``rows`` whose goal is the one
+    its robot reaches on the paper's scale (FEA bounds: the protocol's, else the pool's; a
+    robot with memory as a first session)."""
+    c, p = pool.coefficients
+    robots = [(condition.id, algorithm_for(condition, pool.fea_bounds))
+              for condition in conditions]
+    shares = same_goal_shares(c[rows], p[rows], robots, pool.spec.kits, scale)
+    return {"typical": list(scale.typical), "factors": list(scale.factors),
+            "factor": scale.factor, "off": scale.off, "description": scale.describe(),
+            "robot_names": {condition.id: condition.robot for condition in conditions},
+            "robots": [share.__dict__ for share in shares]}
 
 
 def format_contrast(figures: dict[str, Any]) -> str:
@@ -150,4 +174,9 @@ def format_contrast(figures: dict[str, Any]) -> str:
         lines.append(f"  {names[condition]:<26}{top['capable']:>22.2f}"
                      f"{top['preferred']:>11.2f}{other['capable']:>16.2f}"
                      f"{other['preferred']:>11.2f}")
+    if "paper_scale" in figures:
+        scale = figures["paper_scale"]
+        shown = {condition: f"{condition} (Robot {robot})"
+                 for condition, robot in scale["robot_names"].items()}
+        lines += ["", *format_same_goal(scale["description"], scale["robots"], shown)]
     return "\n".join(lines)

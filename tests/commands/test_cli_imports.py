@@ -48,11 +48,22 @@ def test_help_and_one_team_import_no_heavy_library(module, argv):
     assert heavy_imports(module, argv) == []
 
 
-def test_checking_a_protocol_imports_neither_numpy_nor_a_heavy_library():
+def test_checking_a_protocol_imports_no_heavy_library():
     """``study check`` reads and validates a protocol (its pool section included) with the
-    model's plain names alone."""
+    model's plain names; numpy comes with the human model alone, which places the typical
+    person on the protocol's capability scale."""
     study1 = str(PROTOCOLS / "study1.toml")
-    assert heavy_imports("study.cli", ["check", study1], (*HEAVY, "numpy")) == []
+    assert heavy_imports("study.cli", ["check", study1]) == []
+
+
+def test_reading_a_protocol_imports_no_numpy():
+    """Reading and validating a protocol takes plain Python: TOML and the model's names."""
+    code = ("import sys\nfrom study.protocol.loader import load_protocol\n"
+            f"load_protocol({str(PROTOCOLS / 'study1.toml')!r})\n"
+            "print('numpy' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, check=True)
+    assert result.stdout.strip() == "False"
 
 
 def test_help_lists_every_command(capsys):

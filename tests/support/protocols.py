@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from support.web import ROOT
@@ -36,4 +37,22 @@ def four_robots(folder: Path) -> Path:
     path = folder / "four.toml"
     path.write_text(with_conditions(THREE.read_text(encoding="utf-8"), FOURTH)
                     .replace('name = "three"', 'name = "four"'), encoding="utf-8")
+    return path
+
+
+def study2_at(folder: Path, squares: float, letters: float, extra: str = "",
+              teams: int | None = None) -> Path:
+    """study2 as shipped with its two reference speeds replaced (squares' comes first),
+    ``extra`` tables after it and, with ``teams``, a pool of that many teams."""
+    text = (ROOT / "protocols" / "study2.toml").read_text(encoding="utf-8")
+    assert text.index("[cookies.squares]") < text.index("[cookies.letters]")
+    speeds = iter((squares, letters))
+    text, count = re.subn(r"(?m)^reference_speed = .*$",
+                          lambda _: f"reference_speed = {next(speeds)}", text)
+    assert count == 2
+    if teams is not None:
+        text, count = re.subn(r"(?m)^teams = [\d_]+", f"teams = {teams}", text)
+        assert count == 1
+    path = folder / f"study2-{squares}-{letters}-{teams}.toml"
+    path.write_text(text + extra, encoding="utf-8")
     return path
