@@ -29,7 +29,10 @@ from study.task.decorator import HIGHEST, LOWEST
 
 CONSEQUENCES = {"continue": "the participant continues and the analysis leaves them out, "
                             "rule clipped-capability",
-                "unmatched": "the unmatched page once practice ends, before a team is formed"}
+                "unmatched": "the unmatched page once practice ends, before a team is formed",
+                "keep": "the participant continues on the clipped value, flagged, stays in "
+                        "the analysis, and every confirmatory result is also given without "
+                        "them"}
 MODEL_DEFAULTS = ("model defaults: the protocol has no [calibration] block, so its reference "
                   "speeds come from the human decorating-speed model (docs/human-model.md), "
                   "not from people")
@@ -94,13 +97,17 @@ def clipped_consequence(text: str | None) -> str:
 
 def clipped_outcomes(data: StudyData, consequence: str) -> pd.DataFrame:
     """The participants with a clipped capability and what followed: continued in the study
-    (the analysis leaves them out, rule clipped-capability) or the unmatched page."""
+    and left out of the analysis (rule clipped-capability), continued and kept in it
+    (``keep``), or the unmatched page."""
     clipped = clipped_ids(data.practice)
     steps = data.participants.set_index("participant_id")["step"]
     unmatched = sum(steps.get(pid) == "unmatched" for pid in clipped)
+    continued = len(clipped) - unmatched
+    kept = consequence == "keep"
     return pd.DataFrame([{"clipped_capability": consequence,
                           "participants_with_a_clipped_capability": len(clipped),
-                          "continued_left_out_of_the_analysis": len(clipped) - unmatched,
+                          "continued_left_out_of_the_analysis": 0 if kept else continued,
+                          "continued_kept_in_the_analysis": continued if kept else 0,
                           "met_the_unmatched_page": unmatched}])
 
 

@@ -187,11 +187,28 @@ def with_clipped_exclusion(rules: AnalysisRules, consequence: str) -> AnalysisRu
     """Under ``clipped_capability = "continue"`` a participant measured at a clip bound
     played on a value that is not theirs, and the protocol's declared consequence is that
     the analysis leaves them out: the rule ``clipped-capability`` applies whether or not
-    ``[analysis]`` lists it (after the listed rules when it does not)."""
-    if consequence != "continue" or CLIPPED_RULE in rules.exclude:
+    ``[analysis]`` lists it (after the listed rules when it does not). Under ``"keep"``
+    they stay in the analysis set, and the report gives its confirmatory results without
+    them too (``without_clipped``)."""
+    if consequence != "continue":
+        return rules
+    return _excluding_clipped(rules, '[study] clipped_capability = "continue"')
+
+
+def without_clipped(design: Design) -> Design:
+    """The design whose analysis set is the declared one without the participants with a
+    clipped capability: ``clipped_capability = "keep"`` analyses them, and every
+    confirmatory result is reported with and without them (MODEL.md)."""
+    return replace(design, rules=_excluding_clipped(
+        design.rules, 'the results without the clipped (clipped_capability = "keep")'))
+
+
+def _excluding_clipped(rules: AnalysisRules, why: str) -> AnalysisRules:
+    """``rules`` with ``clipped-capability`` applied after the listed rules, unless listed."""
+    if CLIPPED_RULE in rules.exclude:
         return rules
     return replace(rules, exclude=(*rules.exclude, CLIPPED_RULE),
-                   source=f'{rules.source} and [study] clipped_capability = "continue"')
+                   source=f"{rules.source} and {why}")
 
 
 def study_design(protocol_texts: Mapping[str, str], protocol_file: Path | None = None,

@@ -133,6 +133,8 @@ def participant_sections(study: Study, out: Path, options: ReportOptions) -> lis
         sections += [_conditions_section(outcomes, study, out),
                      _questionnaire_section(study, out),
                      _design_section(outcomes, study, out),
+                     *([_clipped_section(study)]
+                       if study.design.clipped_capability == "keep" else []),
                      _session_time_section(data, out),
                      _session_metrics_section(data, outcomes),
                      _participant_parity_section(data, outcomes, options.attributes, out)]
@@ -334,9 +336,8 @@ def _conditions_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Sect
 
 def _questionnaire_section(study: Study, out: Path) -> Section:
     answers = study.analysed.answers
-    rated = answers.dropna(subset=["condition"])
-    described = questionnaires.describe(rated)
-    compared = questionnaires.paired_comparisons(rated)
+    described = questionnaires.describe(answers.dropna(subset=["condition"]))
+    compared = _paired_comparisons(study)
     likert = _likert_answers(study)
     effects, _ = _ordinal_models(study, likert, 0)
     section = Section("Questionnaires", (
@@ -373,23 +374,36 @@ def _questionnaire_section(study: Study, out: Path) -> Section:
     return section
 
 
-def _robot_items_part(section: Section, study: Study, out: Path) -> None:
-    """The post-study items about every robot: where each robot was ranked, and every two
-    robots against each other (from the ranks and from the pairwise items), with sign
-    tests Holm-adjusted over each item's pairs and, for a rank of three or more, Friedman's
-    test."""
+def _paired_comparisons(study: Study) -> pd.DataFrame:
+    """Each Likert item compared within participants across every pair of conditions."""
+    return questionnaires.paired_comparisons(study.analysed.answers.dropna(
+        subset=["condition"]))
+
+
+def _robot_comparisons(study: Study) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The post-study items about every robot: the ranks given, and every two robots
+    against each other (from the ranks and from the pairwise items) with sign tests
+    Holm-adjusted over each item's pairs; both empty when the protocol asks neither."""
     kinds = {item.id: item.kind for item in study.design.post_items}
     answers = study.analysed.answers
     ranked = questionnaires.rankings(answers, [i for i, k in kinds.items() if k == "rank"])
     chosen = questionnaires.pairwise_choices(answers, [i for i, k in kinds.items()
                                                        if k == "pairwise"])
     if ranked.empty and chosen.empty:
+        return ranked, pd.DataFrame()
+    return ranked, questionnaires.pair_tests(pd.concat(
+        [questionnaires.ranked_pairs(ranked), chosen], ignore_index=True))
+
+
+def _robot_items_part(section: Section, study: Study, out: Path) -> None:
+    """Where each robot was ranked and every two robots against each other, with, for a
+    rank of three or more, Friedman's test."""
+    ranked, pairs = _robot_comparisons(study)
+    if ranked.empty and pairs.empty:
         return
     section.text += (" The robots ranked and compared after the last session: per pair of "
                      "robots how many participants put one above the other, a sign test "
                      "on those who did not tie, Holm-adjusted over the item's pairs.")
-    pairs = questionnaires.pair_tests(pd.concat(
-        [questionnaires.ranked_pairs(ranked), chosen], ignore_index=True))
     if not ranked.empty:
         section.tables += [("Robots ranked", questionnaires.rank_summary(ranked)),
                            ("Ranks: Friedman's test", questionnaires.friedman(ranked))]
@@ -413,8 +427,7 @@ def _design_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Section:
     names = [name for name, _ in DESIGN_OUTCOMES]
     by_order = models.condition_by_order(outcomes, names)
     carry = pd.DataFrame([models.carryover_test(outcomes, name) for name in names])
-    mixed = pd.concat([models.mixed_model(outcomes, name) for name in names],
-                      ignore_index=True)
+    mixed = _mixed_models(outcomes)
     conditions = sorted(outcomes["condition"].unique(), key=str)
     several = len(conditions) > 2
     section = Section("The within-subject design: order, carry-over and mixed models", (
@@ -446,6 +459,66 @@ def _design_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Section:
              *[(f"rating_{item}", str(label)) for item, label in labels.items()][:2]]
     section.figures.append(("Each participant in every condition", figures.save(
         figures.slope_figure(paired, shown, conditions, _points(study)), out, "paired")))
+    return section
+
+
+def _mixed_models(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """The linear mixed model of every design outcome: the condition effects."""
+    return pd.concat([models.mixed_model(outcomes, name) for name, _ in DESIGN_OUTCOMES],
+                     ignore_index=True)
+
+
+def _confirmatory_tables(study: Study) -> list[tuple[str, pd.DataFrame]]:
+    """The report's tests of the conditions and the robots on the study's analysis set, as
+    its sections give them: the mixed model of each outcome, the ordinal model and the
+    within-participant comparisons of each Likert item, and the robots' ranks and pairs."""
+    tables = [("Mixed models", _mixed_models(sessions.session_outcomes(study.analysed))),
+              ("Ordinal models per item", _ordinal_models(study, _likert_answers(study), 0)[0]),
+              ("Within-participant comparisons", _paired_comparisons(study))]
+    ranked, pairs = _robot_comparisons(study)
+    if not ranked.empty:
+        tables.append(("Ranks: Friedman's test", questionnaires.friedman(ranked)))
+    if not pairs.empty:
+        tables.append(("Robots against each other (sign tests, Holm-adjusted)", pairs))
+    return tables
+
+
+def _without_clipped(study: Study) -> Study:
+    """The study on its analysis set without the participants with a clipped capability:
+    the declared rules and ``clipped-capability`` after them, applied by the same code."""
+    chosen_design = design_module.without_clipped(study.design)
+    chosen = flow.analysis_set(study.data, chosen_design)
+    return Study(study.data, flow.restrict(study.data, chosen), chosen_design, study.stages,
+                 chosen)
+
+
+def _clipped_section(study: Study) -> Section:
+    """Under ``clipped_capability = "keep"`` a clipped value, not a measurement of the
+    person, stayed in their team, their robots' plans and the analysis set, so every
+    confirmatory result is given again without those participants (MODEL.md, "Measuring
+    a participant"); one line when no analysed participant clipped."""
+    clipped = flow.clipped_ids(study.analysed.practice)
+    if not clipped:
+        return Section("Without the participants with a clipped capability", (
+            "No analysed participant has a capability clipped at 0.01 or 0.99 "
+            "(clipped_capability = keep): the results above are also those without them."))
+    without = _without_clipped(study)
+    label = f"without the {len(clipped)} participants with a clipped capability"
+    section = Section(label[0].upper() + label[1:], (
+        f"{len(clipped)} of the {len(study.analysed.participants)} analysed participants "
+        "had a capability clipped at 0.01 or 0.99, a speed the reference speed could not "
+        "measure. The protocol keeps the clipped value (clipped_capability = keep): it "
+        "formed their team and the robots' plans, it is flagged (measurements.clipped), and "
+        "they are in the analysis set of every section above. Here every confirmatory "
+        "result (the mixed models, the ordinal models and the within-participant "
+        "comparisons of the Likert items, and the robots' ranks and pairs when asked) is "
+        f"given again over the {len(without.analysed.participants)} analysed participants "
+        "without them, by the same code; compare each table with its namesake above."))
+    if sessions.collaborative(without.analysed.sessions).empty:
+        section.text += " No collaborative session remains without them."
+        return section
+    section.tables = [(f"{caption} {label}", frame)
+                      for caption, frame in _confirmatory_tables(without)]
     return section
 
 

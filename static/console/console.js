@@ -193,9 +193,8 @@ function clippedLine(clipped) {
   line.id = "clipped-people";
   line.className = clipped.people ? "warning" : "";
   line.textContent = "Participants with a clipped capability: " + clipped.people +
-    " (clipped_capability = " + clipped.consequence + ") · continued, left out of the " +
-    "analysis (clipped-capability): " + clipped.continued + " · met the unmatched page: " +
-    clipped.unmatched;
+    " (clipped_capability = " + clipped.consequence + ") · " + clipped.continued_as + ": " +
+    clipped.continued + " · met the unmatched page: " + clipped.unmatched;
   return line;
 }
 

@@ -266,7 +266,9 @@ def _clipped(consequence: str) -> str:
     """What follows a capability clipped at 0.01 or 0.99 (``[study] clipped_capability``)."""
     follows = {"unmatched": "the unmatched page once practice ends, before a team is formed",
                "continue": "the participant continues; the analysis leaves them out "
-                           "(clipped-capability)"}[consequence]
+                           "(clipped-capability)",
+               "keep": "the participant continues on the clipped value, flagged; the report "
+                       "gives every confirmatory result with and without them"}[consequence]
     return f"a capability at 0.01 or 0.99 is not a measurement: {follows}"
 
 

@@ -461,6 +461,11 @@ def _analysis_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
                                    "manipulation_check_pass")
     if rules.manipulation_check_pass and rules.manipulation_check_item is None:
         yield "analysis.manipulation_check_pass", "needs analysis.manipulation_check_item"
+    if doc.study.clipped_capability == "keep" and "clipped-capability" in rules.exclude:
+        yield "analysis.exclude", ("'clipped-capability' leaves out the participants "
+                                   'clipped_capability = "keep" keeps in the analysis (and '
+                                   'reports without them beside it): use "continue" to '
+                                   "leave them out")
     if item is not None and item.kind in schema.ROBOT_ITEM_KINDS:
         yield "analysis.manipulation_check_item", (
             f"'{item.id}' is a {item.kind} item; the check needs one answer (a choice, "

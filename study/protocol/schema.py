@@ -38,8 +38,9 @@ THEME_ASSIGNMENTS = ("fixed", "by-rating")
 # reading of MODEL.md, the unmatched page, or a random reading drawn and recorded.
 TIED_RATINGS = ("lowest-index", "unmatched", "random")
 # What follows a capability clipped at 0.01 or 0.99 (not a measurement, MODEL.md): the
-# participant continues and the analysis leaves them out, or meets the unmatched page.
-CLIPPED_CAPABILITY = ("continue", "unmatched")
+# participant continues and the analysis leaves them out, or meets the unmatched page, or
+# continues on the clipped value and every confirmatory result is given with and without them.
+CLIPPED_CAPABILITY = ("continue", "unmatched", "keep")
 # How the pages present an individual study's agent teammate: as the agent it is, or as a
 # person until the debrief discloses it (the paper's confederate method, docs/protocol.md).
 AGENT_TEAMMATE = ("disclosed", "concealed")
@@ -238,7 +239,10 @@ class StudySection(Strict):
                                 "(MODEL.md): continue keeps the participant in the study "
                                 "and the analysis leaves them out (the exclusion "
                                 "clipped-capability); unmatched gives the unmatched page "
-                                "once practice ends, before a team is formed on it.")
+                                "once practice ends, before a team is formed on it; keep "
+                                "(the paper's practice) keeps the clipped value for the "
+                                "team and the robots, flagged, and the report gives every "
+                                "confirmatory result with and without those participants.")
     agent_teammate: Literal[AGENT_TEAMMATE] = Field(
         "disclosed", description="How the pages present the agent teammate of a study "
                                  "without a [team]: disclosed says it is a computer agent "

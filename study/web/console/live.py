@@ -27,6 +27,10 @@ PAGE = 200  # participants whose study ended, sent at a time
 LAST_ID = 2**62  # above every participant id, within SQLite's integers
 # A participant still in the study: not at a step that ends it.
 TAKING_PART = "step NOT IN ({})".format(", ".join(f"'{step}'" for step in TERMINAL))
+# What the participants with a clipped capability who continued went on to, as the
+# protocol's clipped_capability declares it (under "unmatched" nobody continues).
+CONTINUED_AS = {"continue": "continued, left out of the analysis (clipped-capability)",
+                "keep": "continued, kept in the analysis and reported with and without them"}
 # The participants of a JSON array of ids (one parameter, however many).
 AMONG = "(SELECT value FROM json_each(?))"
 
@@ -165,12 +169,14 @@ def _calibration(rows: list[dict[str, Any]], ranges: Mapping[int, Range]) -> dic
 def _clipped_people(rows: list[dict[str, Any]], unmatched_ids: set[int],
                     consequence: str) -> dict[str, Any]:
     """How many participants have a clipped capability and what followed, as the protocol
-    declares it: they continued (the analysis leaves them out, rule clipped-capability) or
-    met the unmatched page."""
+    declares it: they continued (the analysis leaves them out, rule clipped-capability, or
+    under ``keep`` keeps them and reports without them too) or met the unmatched page."""
     people = {row["participant_id"] for row in rows if _clipped(row)}
     unmatched = len(people & unmatched_ids)
     return {"consequence": consequence, "people": len(people),
-            "continued": len(people) - unmatched, "unmatched": unmatched}
+            "continued": len(people) - unmatched,
+            "continued_as": CONTINUED_AS.get(consequence, CONTINUED_AS["continue"]),
+            "unmatched": unmatched}
 
 
 def _clipped(row: dict[str, Any]) -> bool:

@@ -1,7 +1,8 @@
 """A capability clipped at 0.01 or 0.99 is not a measurement, and the protocol declares what
 follows from it ([study] clipped_capability, MODEL.md "Measuring a participant"): the
 unmatched page, with the unmatched outcome's link and pay, before any team is formed on it;
-or the person continues and the analysis leaves them out (exclusion clipped-capability).
+or the person continues and the analysis leaves them out (exclusion clipped-capability);
+or the person continues, their team formed on the clipped value, and stays in the analysis.
 A brisk simulated person (the human model at 0.2 times its times, quicker than the
 shipped reference speeds leave room for) goes through the real Socket.IO journey; the
 console and the report count what followed."""
@@ -9,6 +10,7 @@ console and the report count what followed."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from support.clipped import BRISK, TYPICAL, UNMATCHED_LINK, practise_at, study2_
 from support.console import PASSWORD, logged_in
 from support.people import Person, practise
 from support.teams import team_protocol
-from support.web import FakeClock, journey, make_app, rows
+from support.web import DEMO, FakeClock, journey, make_app, rows
 
 from analysis import flow
 from analysis.calibration import section as calibration_section
@@ -43,9 +45,13 @@ def pools(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def study_app(directory: Path, pools: Path, consequence: str, clock: FakeClock) -> Any:
-    protocol = study2_with(directory, consequence)
+    return app_for(study2_with(directory, consequence), pools, clock)
+
+
+def app_for(protocol: Path, pools: Path, clock: FakeClock) -> Any:
+    """The study of ``protocol`` in its folder, the console logged into by the tests."""
     teammates = PoolTeammates.for_protocol(load_protocol(protocol), pools)
-    app = make_app(directory, teammates, clock, protocol=protocol,
+    app = make_app(protocol.parent, teammates, clock, protocol=protocol,
                    STUDY_CONSOLE_PASSWORD=PASSWORD, TESTING=True)
     if "console" not in app.blueprints:
         console.init_app(app)
@@ -85,7 +91,8 @@ def test_unmatched_a_brisk_person_meets_the_unmatched_page_with_its_link_and_pay
 
     view = live_view(app)
     assert view["calibration"]["clipped_people"] == {
-        "consequence": "unmatched", "people": 1, "continued": 0, "unmatched": 1}
+        "consequence": "unmatched", "people": 1, "continued": 0, "unmatched": 1,
+        "continued_as": "continued, left out of the analysis (clipped-capability)"}
     assert (view["target"]["unmatched"], view["target"]["unmatched_clipped"]) == (1, 1)
 
     out = tmp_path / "bonus"
@@ -100,7 +107,8 @@ def test_unmatched_a_brisk_person_meets_the_unmatched_page_with_its_link_and_pay
     followed = calibration_section(data, None, tmp_path / "figures")["tables"][-1][1]
     assert followed.iloc[0].to_dict() == {
         "clipped_capability": "unmatched", "participants_with_a_clipped_capability": 1,
-        "continued_left_out_of_the_analysis": 0, "met_the_unmatched_page": 1}
+        "continued_left_out_of_the_analysis": 0, "continued_kept_in_the_analysis": 0,
+        "met_the_unmatched_page": 1}
 
 
 def test_unmatched_a_clipped_person_never_enters_a_real_teams_lobby(tmp_path: Path, teammates):
@@ -168,7 +176,8 @@ def test_continue_a_brisk_person_plays_on_and_the_analysis_leaves_them_out(
 
     view = live_view(app)
     assert view["calibration"]["clipped_people"] == {
-        "consequence": "continue", "people": 1, "continued": 1, "unmatched": 0}
+        "consequence": "continue", "people": 1, "continued": 1, "unmatched": 0,
+        "continued_as": "continued, left out of the analysis (clipped-capability)"}
     assert view["target"]["unmatched_clipped"] == 0
 
     data = load(journey(app).storage.path)
@@ -187,7 +196,53 @@ def test_continue_a_brisk_person_plays_on_and_the_analysis_leaves_them_out(
     followed = calibration_section(data, None, tmp_path / "figures")["tables"][-1][1]
     assert followed.iloc[0].to_dict() == {
         "clipped_capability": "continue", "participants_with_a_clipped_capability": 1,
-        "continued_left_out_of_the_analysis": 1, "met_the_unmatched_page": 0}
+        "continued_left_out_of_the_analysis": 1, "continued_kept_in_the_analysis": 0,
+        "met_the_unmatched_page": 0}
+
+
+def test_keep_a_brisk_person_plays_on_the_clipped_value_and_stays_in_the_analysis(
+        tmp_path: Path, pools: Path):
+    """The paper's practice: the clipped value forms the team and the robots' plans, as
+    under continue, flagged; the report keeps the person and gives its results without
+    them too (tests/analysis/test_analysis_clipped.py). The demo places everyone it
+    measures, whatever their capabilities."""
+    text, found = re.subn(r"(?m)^clipped_capability = .*$", 'clipped_capability = "keep"',
+                          DEMO.read_text(encoding="utf-8"))
+    assert found == 1
+    protocol = tmp_path / "demo-keep.toml"
+    protocol.write_text(text, encoding="utf-8")
+    clock = FakeClock()
+    app = app_for(protocol, pools, clock)
+    brisk = Person(app, "brisk-3")
+    practise_at(app, clock, brisk, BRISK, seed=1)
+    assert 1 in clipped_flags(app, "brisk-3")
+    assert brisk.state()["step"] == "teammate", "keep: the study goes on"
+    assert to_the_end(app, clock, "brisk-3") == "done"
+    pid = journey(app).storage.participant("brisk-3")["id"]
+    measured = [row["value"] for row in rows(
+        app, "SELECT value FROM measurements WHERE participant_id = ? AND kind = "
+             "'capability' ORDER BY task_type", pid)]
+    assert 0.99 in measured
+    teams = rows(app, "SELECT team_c, participant_human FROM sessions WHERE "
+                      "participant_id = ? AND kind = 'collaborative'", pid)
+    assert len(teams) == 2
+    assert all(json.loads(row["team_c"])[row["participant_human"]] == measured
+               for row in teams), "the team is formed on the clipped value"
+
+    view = live_view(app)
+    assert view["calibration"]["clipped_people"] == {
+        "consequence": "keep", "people": 1, "continued": 1, "unmatched": 0,
+        "continued_as": "continued, kept in the analysis and reported with and without them"}
+
+    data = load(journey(app).storage.path)
+    study = prepare([data])
+    assert "clipped-capability" not in study.design.rules.exclude
+    assert set(study.analysed.participants["code"]) == {"brisk-3"}
+    followed = calibration_section(data, None, tmp_path / "figures")["tables"][-1][1]
+    assert followed.iloc[0].to_dict() == {
+        "clipped_capability": "keep", "participants_with_a_clipped_capability": 1,
+        "continued_left_out_of_the_analysis": 0, "continued_kept_in_the_analysis": 1,
+        "met_the_unmatched_page": 0}
 
 
 @pytest.mark.parametrize(("consequence", "placed", "unplaced"), [
@@ -207,6 +262,26 @@ def test_a_pilot_s_live_teams_formed_offline_follow_the_declared_consequence(
                   np.array([[0.84, 0.17], [0.84, 0.17]]), ("2025-06-15", "2025-06-15"))
     teams, why = pilot_live_teams(protocol, pilot, protocol.pool_spec().fea)
     assert (len(teams), why) == (placed, unplaced)
+
+
+def test_a_pilot_s_live_teams_under_keep_are_those_under_continue(tmp_path: Path):
+    """``keep`` forms a team on a clipped value exactly as ``continue`` does: the pilot
+    person who clips is teamed, on 0.99."""
+    from study.calibration.bounds import pilot_live_teams
+    from study.calibration.pilot import Pilot
+
+    formed = {}
+    for consequence in ("continue", "keep"):
+        protocol = load_protocol(study2_with(tmp_path, consequence))
+        references = np.array([cookie.reference_speed for cookie in protocol.cookies])
+        pilot = Pilot(tmp_path / "pilot.sqlite", "0" * 64,
+                      np.array([[0.26, 1.5]]) * references, np.array([[0.84, 0.17]]),
+                      ("2025-06-15", "2025-06-15"))
+        teams, why = pilot_live_teams(protocol, pilot, protocol.pool_spec().fea)
+        formed[consequence] = ([team.c.tolist() for team in teams], why)
+    assert formed["keep"] == formed["continue"]
+    (team,), why = formed["keep"]
+    assert why == {} and [0.26, 0.99] in team
 
 
 @pytest.mark.parametrize(("consequence", "follows"), [
