@@ -267,7 +267,7 @@ class Bot:
             self.decorate_by_hand(current)
             return
         seconds = current["deadline"] - current["started_at"]
-        times = [] if behaviour.idle else self.decorator.cookie_times(
+        times = [] if behaviour.idle else self.decorator.fresh_times(
             current["task_type"], seconds, self.rng)
         interrupt = (None if behaviour.refresh_at is None
                      else current["started_at"] + behaviour.refresh_at * seconds)
@@ -275,6 +275,7 @@ class Bot:
         done = int(current.get("cookies", 0))
         lost_until = 0.0
         earliest = current["started_at"] + self.facts.min_cookie_seconds + SPACING_MARGIN
+        last = current["started_at"]
         for at in [current["started_at"] + t for t in times][done:]:
             if interrupt is not None and at > interrupt:
                 self._sleep_until(interrupt)
@@ -290,11 +291,26 @@ class Bot:
                 "cookie", {"round_id": current["id"], "content": content}, self.patience)
             if ack.get("ok"):
                 self.outcome.cookies += 1
-            earliest = self.connection.server_now() + self.facts.min_cookie_seconds \
-                + SPACING_MARGIN
+            last = self.connection.server_now()
+            earliest = last + self.facts.min_cookie_seconds + SPACING_MARGIN
         if interrupt is not None and interrupt < current["deadline"]:
             self._sleep_until(interrupt)
             self.interrupt()
+        elif not behaviour.idle:
+            self.report_unfinished(current, last)
+
+    def report_unfinished(self, current: dict[str, Any], last: float) -> None:
+        """Report the cookie in progress just before the deadline, as the page does, so the
+        speed counts it by its fraction: whole cookies alone measure a slow cookie in steps
+        of half the scale."""
+        at = current["deadline"] - 2 * DEADLINE_MARGIN
+        share = self.decorator.unfinished(current["task_type"], at - last)
+        content = partial_content(current["target"], share)
+        if content is None or self.stop():
+            return
+        self._sleep_until(at)
+        if self.connection.server_now() < current["deadline"] - DEADLINE_MARGIN:
+            self._report(current["id"], content)
 
     def decorate_by_hand(self, current: dict[str, Any]) -> None:
         """Place the elements at the person's pace, reported as ``progress`` messages with
@@ -400,6 +416,16 @@ def cookie_content(target: dict[str, Any]) -> Any:
     if target["kind"] == "letters":
         return target["letters"]
     return list(target["cells"])
+
+
+def partial_content(target: dict[str, Any], share: float) -> Any:
+    """The cookie with its first ``share`` of elements placed correctly, as the page
+    reports a cookie in progress; ``None`` when not one element is."""
+    whole = cookie_content(target)
+    placed = int(len(whole) * share)
+    if placed == 0:
+        return None
+    return whole[:placed] if target["kind"] == "letters" else sorted(whole[:placed])
 
 
 def profile_for(index: int, behaviour: str, seed: int = 0) -> Profile:

@@ -57,6 +57,24 @@ class Decorator:
             now += float(rng.gamma(shape, mean / shape))
         return times
 
+    def fresh_times(self, task_type: int, seconds: float,
+                    rng: np.random.Generator) -> list[float]:
+        """When each cookie is finished by a decorator who starts the first cookie as the
+        round starts, as a measured person does: finished cookies and the share of the one
+        in progress at the deadline (``unfinished``) then measure the capability."""
+        mean = 1.0 / self.speed(task_type)
+        shape = 1.0 / self.variation ** 2
+        times, now = [], float(rng.gamma(shape, mean / shape))
+        while now <= seconds:
+            times.append(now)
+            now += float(rng.gamma(shape, mean / shape))
+        return times
+
+    def unfinished(self, task_type: int, since: float) -> float:
+        """The share of the next cookie done ``since`` seconds after the last was finished,
+        at the decorator's mean pace (never the whole cookie: that would be finished)."""
+        return min(0.95, since * self.speed(task_type))
+
 
 def round_rng(*key: int) -> np.random.Generator:
     """A generator seeded by integers (participant, session, round): the same round always

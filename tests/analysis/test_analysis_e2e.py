@@ -96,8 +96,9 @@ def query(database, sql):
 
 # The analysis set in SQL, written from the rules above without the analysis package:
 # sessions played to their last round, of participants who neither withdrew nor declined,
-# were not aborted and did not fail the manipulation check; incomplete participants keep
-# their completed sessions.
+# were not aborted, did not fail the manipulation check and measured no clipped capability
+# (the demo's clipped_capability = "continue" analyses them out); incomplete participants
+# keep their completed sessions.
 KEPT_SESSIONS = f"""
     SELECT s.id FROM sessions s JOIN participants p ON p.id = s.participant_id
     WHERE s.kind = 'collaborative'
@@ -108,7 +109,8 @@ KEPT_SESSIONS = f"""
       AND p.id NOT IN (SELECT participant_id FROM answers
                        WHERE item = 'teammate_understood' AND value_text != '{PASSING}')
       AND p.id NOT IN (SELECT m.participant_id FROM measurements m
-                       JOIN rounds r ON r.id = m.round_id WHERE r.close_reason = 'recovery')"""
+                       JOIN rounds r ON r.id = m.round_id WHERE r.close_reason = 'recovery')
+      AND p.id NOT IN (SELECT participant_id FROM measurements WHERE clipped = 1)"""
 
 
 def test_flow_counts_equal_the_database(study):

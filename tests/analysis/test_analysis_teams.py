@@ -24,11 +24,11 @@ from analysis import cli, teams
 # (capabilities, preferences) per participant: preferences against capabilities can make
 # the most capable human of a Mixed team, preferences with them cannot (off target); the
 # third and fourth have nearer members passed over because their live team missed the
-# target, several because both robots would have followed one plan. The bots finish whole
-# cookies, a letters cookie in a 15 s round 0.28 of the demo's capability scale: every
+# target, several because both robots would have followed one plan. The bots report the
+# cookie in progress at the deadline, so they measure near their capabilities: every
 # capability here measures between the clip bounds, so nobody meets clipped-capability.
 PROFILES = (((0.3, 0.7), (0.9, 0.1)), ((0.3, 0.7), (0.1, 0.9)), ((0.45, 0.3), (0.17, 0.99)),
-            ((0.45, 0.3), (0.66, 0.83)), ((0.9, 0.3), (0.9, 0.1)), ((0.5, 0.6), (0.7, 0.3)),
+            ((0.45, 0.3), (0.66, 0.83)), ((0.8, 0.3), (0.9, 0.1)), ((0.5, 0.6), (0.7, 0.3)),
             ((0.3, 0.8), (0.6, 0.5)), ((0.6, 0.4), (0.2, 0.8)), ((0.25, 0.45), (0.8, 0.2)),
             ((0.55, 0.35), (0.2, 0.8)))
 TARGET = """[pool.teammate]

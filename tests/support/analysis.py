@@ -23,6 +23,7 @@ from study.bots.participant import (
     Profile,
     _next_round,
     cookie_content,
+    partial_content,
     stop_point_reached,
 )
 from study.protocol.loader import load_protocol
@@ -239,7 +240,7 @@ class InProcessBot:
         current = self.send("start_round", {"round": number})["state"]["round"]
         seconds = current["deadline"] - current["started_at"]
         last = 0.0
-        for due in self.bot.decorator.cookie_times(current["task_type"], seconds, self.bot.rng):
+        for due in self.bot.decorator.fresh_times(current["task_type"], seconds, self.bot.rng):
             at = max(due, last + 0.55)
             if at >= seconds - 0.1:
                 break
@@ -247,11 +248,21 @@ class InProcessBot:
             self.send("cookie", {"round_id": current["id"],
                                  "content": cookie_content(current["target"])})
             last = at
+        self.report_unfinished(current, seconds - 0.2, last)
         self.clock.now = current["deadline"] + 0.01
         if self.recover_measured and state["step"] == "practice" and number == 4:
             self.journey.recover(alive_until=current["deadline"] - 1.0)
         else:
             self.journey.tick(self.clock.now)
+
+
+    def report_unfinished(self, current: dict[str, Any], at: float, last: float) -> None:
+        """The cookie in progress just before the deadline, as ``Bot.report_unfinished``."""
+        share = self.bot.decorator.unfinished(current["task_type"], at - last)
+        content = partial_content(current["target"], share)
+        if content is not None:
+            self.clock.now = current["started_at"] + at
+            self.send("progress", {"round_id": current["id"], "content": content})
 
 
 def run_study(directory: Path, profiles: Sequence[tuple[Any, Any]], protocol: Path) -> Path:
