@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from study.allocation.terms import InvalidInput
+from study.people.scale import PAPER_RANGES
 from study.protocol.loader import TASK_NAMES, Protocol, parse_protocol
 from study.protocol.toml_source import scan
 from study.task.decorator import HIGHEST, LOWEST
@@ -294,15 +295,6 @@ def reference_speed(speeds: np.ndarray, target: tuple[float, float]) -> float:
     return float(f"{chosen:.{DIGITS}g}")
 
 
-def lowest_references(speeds: np.ndarray, share: float) -> np.ndarray:
-    """Per type (columns of ``speeds``), the lowest reference speed under which fewer than
-    ``share`` of the speeds measure 0.99 or more: the highest capabilities any reference
-    speed gives these people while clipping fewer than that share of them."""
-    allowed = math.ceil(share * len(speeds)) - 1  # the most that may clip
-    kept = np.sort(speeds, axis=0)[::-1][allowed]  # the quickest that must stay under
-    return kept / HIGHEST * (1 + 1e-9)
-
-
 def check_target(result: TypeResult) -> None:
     """Refuse a target that cannot be met: fewer than half of the pilot inside it under
     the chosen reference speed, with the figures that say why."""
@@ -441,7 +433,7 @@ def provenance_block(pilot: Pilot, rule: str, changes: Sequence[Change]) -> str:
 
 @dataclass(frozen=True)
 class Request:
-    """What to calibrate: target ranges per type (none given: the pool's), and whether the
+    """What to calibrate: target ranges per type (none given: ``pool_target``), and whether the
     sampling ranges and the FEA bounds come from the pilot too."""
 
     targets: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -470,11 +462,35 @@ def parse_target(text: str) -> tuple[str, tuple[float, float]]:
     return name, (lo, hi)
 
 
-def pool_target(protocol: Protocol, task_type: int) -> tuple[float, float]:
-    """The range the pool samples a type's capability from (over both humans, when the
+def sampled_range(protocol: Protocol, task_type: int) -> tuple[float, float]:
+    """The range the pool samples a type's capability from (over every human, when the
     pool gives them different ranges)."""
     ranges = [human[task_type] for human in protocol.pool_spec().sample_c]
     return min(lo for lo, _ in ranges), max(hi for _, hi in ranges)
+
+
+def whole_scale(protocol: Protocol, task_type: int) -> bool:
+    """Whether the pool samples a type over the whole scale, which says nothing of where
+    people measure."""
+    lo, hi = sampled_range(protocol, task_type)
+    return lo <= LOWEST and hi >= HIGHEST
+
+
+def pool_target(protocol: Protocol, task_type: int) -> tuple[float, float]:
+    """Where a type's capabilities should lie: the range the pool samples, or the paper's
+    range where the pool samples the whole scale. Calibrating to it keeps the protocol on
+    its scale, the paper's for the shipped protocols."""
+    if whole_scale(protocol, task_type):
+        return PAPER_RANGES[task_type]
+    return sampled_range(protocol, task_type)
+
+
+def target_source(protocol: Protocol) -> str:
+    """Where ``pool_target`` took the ranges from, for the provenance."""
+    whole = [whole_scale(protocol, j) for j in range(len(TASK_NAMES))]
+    if all(whole):
+        return "the paper's ranges: the pool samples the whole scale"
+    return "[pool.sample] c" if not any(whole) else "[pool.sample] c, else the paper's"
 
 
 def calibrate(protocol: Protocol, text: str, pilot: Pilot, request: Request) -> Calibration:
@@ -490,7 +506,7 @@ def calibrate(protocol: Protocol, text: str, pilot: Pilot, request: Request) -> 
     changes = [(f"cookies.{t.name}.reference_speed", repr(t.old), repr(t.new)) for t in types]
     rules = [REFERENCE_RULE + "; targets " + ", ".join(
         f"{t.name} [{t.target[0]:g}, {t.target[1]:g}]" for t in types)
-        + (" (--target)" if request.targets else " ([pool.sample] c)")]
+        + (" (--target)" if request.targets else f" ({target_source(protocol)})")]
     if request.ranges:
         changes.append(_ranges_change(protocol, types))
         rules.append(RANGES_RULE)

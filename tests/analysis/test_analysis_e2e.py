@@ -40,9 +40,10 @@ manipulation_check_pass = ["A computer agent"]
 
 
 def fast_demo(directory: Path) -> Path:
-    """The demo protocol with the rules under test."""
+    """The demo protocol with the rules under test, a clipped capability analysed out."""
     text = re.sub(r"(?ms)^\[analysis\]\n.*?\n\n", RULES + "\n", DEMO.read_text())
-    assert RULES in text
+    assert RULES in text and 'clipped_capability = "keep"' in text
+    text = text.replace('clipped_capability = "keep"', 'clipped_capability = "continue"')
     path = directory / "fastdemo.toml"
     path.write_text(text)
     return path
@@ -151,7 +152,7 @@ def test_exclusions_state_the_rules_and_their_counts(study):
     exclusions = table(tables, "Exclusions").set_index("rule")
     assert list(exclusions.index[exclusions["applied"] == "True"]) == [
         "aborted", "failed-manipulation-check", "recovered-capability", "incomplete",
-        "clipped-capability"]  # the consequence of the default clipped_capability
+        "clipped-capability"]  # the consequence of clipped_capability = "continue"
     assert exclusions.loc["flagged", "applied"] == "False"
     assert int(exclusions.loc["flagged", "matched"]) == 1
     assert int(exclusions.loc["flagged", "removed"]) == 0

@@ -73,8 +73,8 @@ def test_same_name_but_different_protocol_text_names_the_sections(two_sites, tmp
 
 def test_rules_from_the_protocol_and_defaults(tmp_path):
     shipped = design.study_design({}, design.Path("protocols/demo.toml"))
-    # the demo declares clipped_capability = "continue": the analysis leaves them out
-    assert shipped.rules.exclude == ("aborted", "recovered-capability", "clipped-capability")
+    # the demo declares clipped_capability = "keep": the analysis keeps them
+    assert shipped.rules.exclude == ("aborted", "recovered-capability")
     assert shipped.manipulation_check is not None and shipped.rounds_per_session == 2
     bare = design.design_from_text('[study]\nname = "x"\nkits = [8, 8]\n', "text")
     assert bare.rules.exclude == (*design.DEFAULT_EXCLUDE, "clipped-capability")

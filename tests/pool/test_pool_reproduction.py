@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from study.cli import main
-from study.pool import PoolSpec, build_pool
+from study.pool import Pool, PoolSpec, build_pool
+from study.pool.names import TEAM_TYPES
 from study.pool.summary import summarize
 
 PROTOCOLS = Path(__file__).resolve().parents[2] / "protocols"
@@ -55,22 +56,28 @@ def test_efficiency_gap_bins_cover_every_selected_team(study1):
     assert [row["bin"] for row in rows] == ["[-0.10, 0.00]", "[-0.50, -0.10)", "below -0.50"]
 
 
-@pytest.fixture(scope="module")
-def study2(tmp_path_factory):
-    out = tmp_path_factory.mktemp("study2") / "pool.parquet"
-    assert main(["pool", "build", str(PROTOCOLS / "study2-paper.toml"), "--out", str(out),
+@pytest.fixture(scope="module", params=["study2-paper", "study2", "welfare"])
+def study2(tmp_path_factory, request):
+    out = tmp_path_factory.mktemp(request.param) / "pool.parquet"
+    assert main(["pool", "build", str(PROTOCOLS / f"{request.param}.toml"), "--out", str(out),
                  "--teams", "20000"]) == 0
     return out
 
 
 def test_study2_efficient_gives_the_most_capable_human_their_best_type_in_mixed_teams(
         study2, capsys):
+    """The shipped study2 and welfare sample the paper's ranges as study2-paper does: both
+    humans of every Mixed team are best at letters, and Efficient gives the less capable
+    one their best type in 0 of 8 rounds."""
     capsys.readouterr()
     assert main(["pool", "summary", str(study2), "--json"]) == 0
     mixed = json.loads(capsys.readouterr().out)["study2"]["mixed"]
     assert mixed["teams"] > 5_000
     assert mixed["efficient"]["most_capable"]["capable"] == 8.0
     assert mixed["efficient"]["other"]["capable"] == 0.0
+    pool = Pool.load(study2)
+    c = pool.coefficients[0][pool.column("team_type") == TEAM_TYPES.index("mixed")]
+    assert (c[:, :, 1] > c[:, :, 0]).all(), "letters every human's best cookie"
 
 
 def test_the_pool_records_its_reading_of_the_most_capable_human(study2):

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.human_journeys import PACES, RATING_PATTERNS, HumanJourneys, population
+from support.human_journeys import (
+    PACES,
+    RATING_PATTERNS,
+    HumanJourneys,
+    model_population,
+    population,
+)
 
 from study.cli import main as study_main
 from study.pool import Pool, PoolSpec, build_pool
@@ -165,10 +171,10 @@ def test_unplaced_participants_meet_what_the_protocol_declares(tmp_path):
     from study.people.speed import Human
 
     slow = Human(pace=2.6)  # slower on letters than any teammate of the paper's ranges
-    run = HumanJourneys(paper_ranges_protocol(tmp_path), tmp_path, tmp_path / "pools")
+    run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path / "pools")
     person = run.person("slow-1", slow, np.random.default_rng(4), {"ravens": 6, "steelers": 2})
     assert person.step == "unmatched" and person.target_met is None
-    text = paper_ranges_protocol(tmp_path).read_text().replace(
+    text = (PROTOCOLS / "study2.toml").read_text().replace(
         'unplaced = "unmatched"', 'unplaced = "continue"')
     (tmp_path / "cont").mkdir()
     copy = tmp_path / "cont" / "study2.toml"
@@ -198,9 +204,9 @@ def test_check_refuses_a_target_team_the_pool_never_forms(tmp_path, capsys):
 
 
 def test_check_refuses_themes_assigned_against_the_role(tmp_path, capsys):
-    path = paper_ranges_protocol(tmp_path)  # letters everyone's best cookie
-    path.write_text(path.read_text().replace('preferred_on = "squares"',
-                                             'preferred_on = "letters"'))
+    # the paper's ranges make letters everyone's best cookie
+    path = write_protocol(tmp_path, "study2", 'preferred_on = "squares"',
+                          'preferred_on = "letters"')
     assert study_main(["check", str(path)]) == 2
     err = capsys.readouterr().err
     assert "study.preferred_on" in err and "negatively correlated" in err
@@ -212,85 +218,51 @@ def test_check_refuses_by_rating_without_preferred_on(tmp_path, capsys):
     assert "study.preferred_on" in capsys.readouterr().err
 
 
-def paper_ranges_protocol(tmp_path: Path) -> Path:
-    """study2 (themes by rating, the typed rule) with the paper's capability ranges and the
-    reference speeds that measure the model's people in them (study2-paper's), instead of
-    those with headroom and the ranges people measure under them; and, as the paper ran,
-    a clipped capability continues."""
-    path = write_protocol(tmp_path, "study2", "c = [[0.02, 0.27], [0.04, 0.88]]",
-                          "c = [[0.20, 0.32], [0.63, 1.00]]")
-    path.write_text(path.read_text().replace('clipped_capability = "unmatched"',
-                                             'clipped_capability = "continue"'))
-    paper = {cookie.name: cookie.reference_speed
-             for cookie in load_protocol(PROTOCOLS / "study2-paper.toml").cookies}
-    text = path.read_text()
-    for cookie in load_protocol(PROTOCOLS / "study2.toml").cookies:
-        old = f"[cookies.{cookie.name}]\ntheme = \"{cookie.theme}\"\nreference_speed = "
-        assert old in text
-        text = text.replace(f"{old}{cookie.reference_speed:g}\n",
-                            f"{old}{paper[cookie.name]:g}\n")
-    path.write_text(text)
-    return path
-
-
-@pytest.mark.parametrize("name", ["demo", "study1", "study2", "teams2", "teams3"])
-def test_a_population_of_paces_and_ratings_measures_unclipped_in_the_target_team(name,
-                                                                               tmp_path):
-    """Two simulated people per pace (0.3 to 2.5 times the model's times) and rating
-    pattern, through the journey code the live page drives: fewer than 5 % of each cookie
-    type's capabilities clipped (real teams' people too, who then wait in the lobby), and in
-    study1 and study2 at least 95 % of the people the study can place in the target team
-    with two robots that differ. Study2 can place everyone. Study1's target is a fair gap
-    above 0.60, which nobody reaches whose ``fair_gap_reach`` is not above it, whatever the
-    teammate: exactly the people who rate both themes 6 at 0.75 times the model's times or
-    slower, and they meet the unmatched page its ``unplaced`` declares."""
+@pytest.mark.parametrize("name", ["demo", "study1", "study2", "welfare", "teams2", "teams3"])
+def test_the_models_population_measures_on_the_papers_scale_in_the_target_team(name,
+                                                                              tmp_path):
+    """The human model's population (its person-to-person spread), fourteen people per
+    rating pattern (ties included), through the journey code the live page drives: squares
+    never clip and letters clip for a few percent (people quicker than the paper's
+    quickest, kept as the protocol declares); everyone goes on to a teammate or the lobby
+    but a few percent at most, and at least 95 % of those placed are in the target team
+    with two robots that differ (the demo has no target team: it keeps whoever it cannot
+    place)."""
     run = HumanJourneys(PROTOCOLS / f"{name}.toml", tmp_path, tmp_path / "pools")
-    people = population(run, 2 * len(PACES) * len(RATING_PATTERNS), seed=5)
+    people = model_population(run, 14 * len(RATING_PATTERNS), seed=5)
     clipped = np.mean([p.person.clipped for p in people], axis=0)
-    assert (clipped < 0.05).all(), f"{name}: clipped shares per type {clipped}"
-    if run.protocol.team is not None:  # real teams form in the lobby, not from a pool
-        assert all(p.person.step in ("lobby", "teammate") for p in people)
+    # 7.3 % of the population clip letters (5.1 % in the demo's 15 s rounds,
+    # `python -m benchmarks.human_model`); 84 people carry a few more or fewer
+    assert clipped[0] == 0 and clipped[1] < 0.15, f"{name}: clipped shares per type {clipped}"
+    onward = [p for p in people if p.person.step in ("lobby", "teammate")]
+    assert len(onward) >= 0.95 * len(people), f"{name}: {len(onward)} of {len(people)} placed"
+    assert {p.person.step for p in people} <= {"lobby", "teammate", "unmatched"}
+    if run.protocol.team is not None or name == "demo":
         return
-    assert all(p.person.step in ("teammate", "unmatched") for p in people)
-    if name == "demo":  # no target team: the demo keeps whoever it cannot place
+    placed = np.mean([p.person.in_target for p in onward])
+    assert placed >= 0.95, f"{name}: only {placed:.0%} of those placed in the target"
+
+
+@pytest.mark.parametrize("name", ["demo", "study1", "study2", "welfare", "teams2", "teams3"])
+def test_every_pace_from_0_3_to_2_5_times_the_model_ends_in_a_declared_outcome(name,
+                                                                              tmp_path):
+    """The robustness test: people from 0.3 to 2.5 times the model's times, every rating
+    pattern. The quickest clip letters at 0.99 and go on with it (clipped_capability =
+    "keep"); everyone ends on a teammate, in the lobby or on the unmatched page its
+    ``unplaced`` declares, and whoever a teammate was found for meets the target but those
+    the protocol lets continue off it."""
+    run = HumanJourneys(PROTOCOLS / f"{name}.toml", tmp_path, tmp_path / "pools")
+    people = population(run, len(PACES) * len(RATING_PATTERNS), seed=5)
+    quickest = [p for p in people if p.pace == min(PACES)]
+    assert all(p.person.clipped[1] for p in quickest)
+    assert all(p.person.step in ("lobby", "teammate", "unmatched") for p in people)
+    assert all(p.person.step != "unmatched" for p in people if not any(p.person.clipped)
+               and run.protocol.team is not None)
+    if run.protocol.team is not None:
         return
-    gap = run.protocol.pool_spec().teammate.criteria.fair_gap_above or 0.0
-    out_of_reach = [p for p in people if fair_gap_reach(p.person.capabilities,
-                                                        p.person.preferences) <= gap]
-    expected = {(pace, "tied high") for pace in PACES if pace >= 0.75} if gap else set()
-    assert {(p.pace, p.pattern) for p in out_of_reach} == expected
-    assert len(out_of_reach) == 2 * len(expected)
-    assert all(p.person.step == "unmatched" for p in out_of_reach)
-    placeable = [p for p in people if p not in out_of_reach]
-    placed = np.mean([p.person.in_target for p in placeable])
-    assert placed >= 0.95, f"{name}: only {placed:.0%} of those it can place in the target"
-
-
-def test_no_reference_speeds_let_study1_place_95_percent():
-    """Study1's limit is the mathematics, not its reference speeds: under the lowest
-    reference speeds that clip fewer than 5 % of each type over the population's paces,
-    people at the model's pace or slower measure no capability a person who rates both
-    themes 6 needs for a fair gap above 0.60 (0.39), so those four of the 42 pace and
-    rating cells are out of every study1's reach: at most 90.5 % can be placed."""
-    from study.calibration.pilot import lowest_references
-    from study.people.speed import coefficients, pace_speeds
-    from study.protocol.loader import preference_coefficient
-    from study.task.cookies import target
-
-    protocol = load_protocol(PROTOCOLS / "study1.toml")
-    targets = [target(protocol, task_type) for task_type in range(2)]
-    speeds = {pace: pace_speeds(targets, protocol.practice_seconds, pace, 150, seed=8)
-              for pace in PACES}
-    lowest = lowest_references(np.concatenate(list(speeds.values())), 0.05)
-    every = coefficients(np.concatenate(list(speeds.values())), tuple(lowest))
-    assert (every >= 0.99).mean(axis=0).max() < 0.05
-    assert (every >= 0.99).any(axis=0).all(), "the lowest: the quickest allowed are clipped"
-    tied = preference_coefficient(6, protocol.preference_scale.points)
-    for pace in (pace for pace in PACES if pace >= 1.0):
-        values = coefficients(speeds[pace], tuple(lowest))
-        assert max(fair_gap_reach(c, (tied, tied)) for c in values) <= 0.60, pace
-    out = sum(pace >= 1.0 for pace in PACES) / (len(PACES) * len(RATING_PATTERNS))
-    assert 1 - out < 0.95
+    unplaced = run.protocol.pool_spec().teammate.unplaced
+    placed = [p for p in people if p.person.step == "teammate"]
+    assert placed and all(p.person.target_met == 1 for p in placed if unplaced == "unmatched")
 
 
 def test_the_reach_is_attained_by_a_teammate_at_the_bounds():
@@ -310,19 +282,6 @@ def test_the_reach_is_attained_by_a_teammate_at_the_bounds():
     assert fair_gaps(spec, c, p).max() > 0.60
 
 
-def test_the_papers_ranges_place_only_the_middle_paces(tmp_path):
-    """With the paper's ranges and reference speeds, people from half the model's times to
-    the model's pace land in the target team; at 0.3 times its times letters clip at 0.99
-    and squares measure about 0.8, an advantage no teammate of those ranges falls short
-    of, so the quickest are never the most capable human (docs/teams-by-design.md)."""
-    run = HumanJourneys(paper_ranges_protocol(tmp_path), tmp_path, tmp_path / "pools")
-    people = population(run, len(PACES) * len(RATING_PATTERNS), seed=5)
-    assert all(p.person.in_target for p in people if 0.5 <= p.pace <= 1.0)
-    quickest = [p for p in people if p.pace == min(PACES)]
-    assert all(p.person.clipped[1] and not p.person.in_target for p in quickest)
-    assert all(p.person.in_target or p.person.step == "unmatched" for p in people)
-
-
 def test_the_formation_table_command_prints_the_table(tmp_path):
     import subprocess
     import sys
@@ -332,9 +291,10 @@ def test_the_formation_table_command_prints_the_table(tmp_path):
                           "--formation", str(tmp_path / "demo.toml"), "--participants", "42",
                           "--pools", str(tmp_path / "pools")], capture_output=True, text=True,
                          check=True).stdout
-    assert "| pace (x model times) |" in out and "Where they ended:" in out
-    assert ("| pace (x model times) | squares clipped | squares in range | letters clipped | "
-            "letters in range | in the target team |") in out, "the headroom table"
+    assert out.count("Where they ended:") == 2
+    assert "| rating pattern | people | squares clipped | letters clipped |" in out
+    assert "| pace (x model times) | squares clipped | letters clipped |" in out
+    assert "| all | 42 |" in out and "| tied high (6, 6) | 7 |" in out
 
 
 def letters_measure(run: HumanJourneys, code: str, ratings: dict[str, int]) -> dict:
@@ -379,8 +339,7 @@ def test_the_agent_decorates_a_shorter_theme_faster_at_the_same_capability():
 def test_a_clipped_capability_is_flagged_and_keeps_its_raw_speed(tmp_path):
     from study.people.speed import Human
 
-    brisk = paper_ranges_protocol(tmp_path)  # the paper's reference speeds clip at 0.4
-    run = HumanJourneys(brisk, tmp_path, tmp_path / "pools")
+    run = HumanJourneys(PROTOCOLS / "study2.toml", tmp_path, tmp_path / "pools")  # clips at 0.4
     run.person("fast-1", Human(pace=0.4), np.random.default_rng(1), {"ravens": 6, "steelers": 2})
     pid = run.storage.participant("fast-1")["id"]
     rows = run.storage.all("SELECT * FROM measurements WHERE participant_id = ? AND "

@@ -10,10 +10,10 @@ measured coefficients and both robots' plans are the ones a real run would store
 
 prints, per shipped protocol, how often the two robots' plans (and goals) differ, the
 share of measured coefficients in the ranges its pool samples and the share clipped
-(``docs/human-model.md``). With ``--formation PROTOCOL...`` it prints, for a population
-spread over paces from 0.3 to 2.5 times the model's times and every rating pattern, who
-lands in the target team, and per pace and cookie type the shares clipped and in range
-(``docs/teams-by-design.md``).
+(``docs/human-model.md``). With ``--formation PROTOCOL...`` it prints, for the human
+model's population with every rating pattern and for the robustness test's paces from 0.3
+to 2.5 times the model's times, the shares clipped per cookie type, in the pool's ranges,
+gone on, unmatched, and in the target team (``docs/teams-by-design.md``).
 """
 
 from __future__ import annotations
@@ -183,67 +183,74 @@ class Simulated:
     person: Person
 
 
+def _ratings(run: HumanJourneys, pattern: str) -> dict[str, int]:
+    themes = [theme.id for theme in run.protocol.themes[:2]]
+    ratings = dict(zip(themes, RATING_PATTERNS[pattern], strict=True))
+    ratings.update({theme.id: 4 for theme in run.protocol.themes[2:]})
+    return ratings
+
+
 def population(run: HumanJourneys, people: int, seed: int) -> list[Simulated]:
-    """``people`` simulated people spread evenly over ``PACES`` x ``RATING_PATTERNS``."""
+    """``people`` simulated people spread evenly over ``PACES`` x ``RATING_PATTERNS``: the
+    robustness test's paces, far beyond the model's spread of people."""
     rng = np.random.default_rng(seed)
     cells = list(itertools.product(PACES, RATING_PATTERNS))
-    themes = [theme.id for theme in run.protocol.themes[:2]]
     result = []
     for index in range(people):
         pace, pattern = cells[index % len(cells)]
-        ratings = dict(zip(themes, RATING_PATTERNS[pattern], strict=True))
-        ratings.update({theme.id: 4 for theme in run.protocol.themes[2:]})
-        person = run.person(f"pop{index:05d}", Human(pace=pace), rng, ratings)
+        person = run.person(f"pop{index:05d}", Human(pace=pace), rng, _ratings(run, pattern))
         result.append(Simulated(pace, pattern, person))
     return result
 
 
-def formation_table(people: list[Simulated]) -> str:
-    """Share placed in the target team (with differing plans) per pace and rating pattern,
-    as a Markdown table."""
-    lines = ["| pace (x model times) | " + " | ".join(RATING_PATTERNS) + " | all |",
-             "|---|" + "---|" * (len(RATING_PATTERNS) + 1)]
-    for pace in PACES:
-        row = [p for p in people if p.pace == pace]
-        cells = [_share([p for p in row if p.pattern == name]) for name in RATING_PATTERNS]
-        lines.append(f"| {pace:g} | " + " | ".join(cells) + f" | {_share(row)} |")
-    cells = [_share([p for p in people if p.pattern == name]) for name in RATING_PATTERNS]
-    lines.append("| all | " + " | ".join(cells) + f" | **{_share(people)}** |")
+def model_population(run: HumanJourneys, people: int, seed: int) -> list[Simulated]:
+    """``people`` of the human model's population (each drawn with the model's
+    person-to-person spread), spread evenly over ``RATING_PATTERNS``."""
+    rng = np.random.default_rng(seed)
+    result = []
+    for index in range(people):
+        pattern = list(RATING_PATTERNS)[index % len(RATING_PATTERNS)]
+        human = Human.sample(rng)
+        person = run.person(f"model{index:05d}", human, rng, _ratings(run, pattern))
+        result.append(Simulated(human.pace, pattern, person))
+    return result
+
+
+def _outcome_cells(run: HumanJourneys, row: list[Simulated]) -> list[str]:
+    """Clipped per type, in the pool's ranges, gone on, unmatched, and in the target team
+    (with differing plans) among those placed."""
+    ranges = tuple(tuple(pair) for pair in run.protocol.pool_spec().sample_c[0])
+    values = np.array([p.person.capabilities for p in row])
+    onward = [p for p in row if p.person.step in ("lobby", "teammate")]
+    placed = ("-" if run.protocol.team is not None or not onward
+              else f"{np.mean([p.person.in_target for p in onward]):.0%}")
+    return [*(f"{np.mean([p.person.clipped[j] for p in row]):.0%}" for j in range(2)),
+            f"{share_in_ranges(values, ranges):.0%}", f"{len(onward) / len(row):.0%}",
+            f"{np.mean([p.person.step == 'unmatched' for p in row]):.0%}", placed]
+
+
+OUTCOME_HEADER = ("squares clipped | letters clipped | in the pool's ranges | on to a "
+                  "teammate or the lobby | unmatched | in the target team, of those placed |")
+
+
+def population_table(run: HumanJourneys, people: list[Simulated]) -> str:
+    """The human model's population per rating pattern, as a Markdown table."""
+    lines = [f"| rating pattern | people | {OUTCOME_HEADER}", "|---|---|" + "---|" * 6]
+    for name in (*RATING_PATTERNS, None):
+        row = [p for p in people if name is None or p.pattern == name]
+        label = "all" if name is None else f"{name} {RATING_PATTERNS[name]}"
+        lines.append(f"| {label} | {len(row)} | " + " | ".join(_outcome_cells(run, row)) + " |")
     return "\n".join(lines)
 
 
-def headroom_table(run: HumanJourneys, people: list[Simulated]) -> str:
-    """Per pace and cookie type, the share of capabilities clipped and the share measured
-    inside the range the protocol's pool samples (unclipped); and the share in the target
-    team (for real teams: gone on to the lobby or a team), as a Markdown table
-    (docs/human-model.md)."""
-    names = [cookie.name for cookie in run.protocol.cookies]
-    ranges = run.protocol.pool_spec().sample_c[0]
-    header = "".join(f" {name} clipped | {name} in range |" for name in names)
-    onward = _onward if run.protocol.team is not None else _share
-    last = "on to the lobby" if run.protocol.team is not None else "in the target team"
-    lines = [f"| pace (x model times) |{header} {last} |",
-             "|---|" + "---|" * (2 * len(names) + 1)]
+def robustness_table(run: HumanJourneys, people: list[Simulated]) -> str:
+    """People at fixed paces, every rating pattern, per pace, as a Markdown table."""
+    lines = [f"| pace (x model times) | {OUTCOME_HEADER}", "|---|" + "---|" * 6]
     for pace in (*PACES, None):
         row = [p for p in people if pace is None or p.pace == pace]
-        cells = []
-        for j, (low, high) in enumerate(ranges):
-            clipped = [p.person.clipped[j] for p in row]
-            inside = [not p.person.clipped[j] and low <= p.person.capabilities[j] <= high
-                      for p in row]
-            cells += [f"{np.mean(clipped):.0%}", f"{np.mean(inside):.0%}"]
         label = "all" if pace is None else f"{pace:g}"
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {onward(row)} |")
+        lines.append(f"| {label} | " + " | ".join(_outcome_cells(run, row)) + " |")
     return "\n".join(lines)
-
-
-def _share(people: list[Simulated]) -> str:
-    return f"{np.mean([p.person.in_target for p in people]):.0%}" if people else "-"
-
-
-def _onward(people: list[Simulated]) -> str:
-    """Of a real teams' protocol: gone on to the lobby or a team after practice."""
-    return f"{np.mean([p.person.step in ('lobby', 'teammate') for p in people]):.0%}"
 
 
 def where_they_ended(people: list[Simulated]) -> str:
@@ -281,25 +288,22 @@ def summary(name: str, run: HumanJourneys, people: list[Person]) -> str:
 
 
 def formation(protocols: list[Path], people: int, seed: int, pools: Path) -> None:
-    """Print the team-formation table of each protocol."""
-    print(f"{people} simulated people per protocol, seed {seed}, paces "
-          f"{', '.join(f'{p:g}' for p in PACES)} x the human model's times\n")
+    """Print each protocol's population and robustness tables."""
+    print(f"{people} people of the human model's population per protocol and as many at "
+          f"the paces {', '.join(f'{p:g}' for p in PACES)} x its times, seed {seed}\n")
     with tempfile.TemporaryDirectory() as directory:
         for number, path in enumerate(protocols):
-            database = Path(directory) / str(number)  # protocols may share a study name
-            database.mkdir()
-            run = HumanJourneys(path, database, pools)
-            simulated = population(run, people, seed)
-            if run.protocol.team is None:
-                share = np.mean([p.person.in_target for p in simulated])
-                print(f"### {path.name}: {share:.1%} in the target team with differing "
-                      "plans\n")
-                print(formation_table(simulated))
-            else:  # the lobby forms the team from people who wait together
-                print(f"### {path.name}: real teams, formed in the lobby (docs/teams.md)")
-            print(f"\nMeasured, per pace (the pool samples {_ranges(run)}):\n")
-            print(headroom_table(run, simulated))
-            print(f"\nWhere they ended: {where_they_ended(simulated)}\n", flush=True)
+            for kind, draw, table in (("population", model_population, population_table),
+                                      ("paces", population, robustness_table)):
+                database = Path(directory) / f"{number}-{kind}"  # one study name, two runs
+                database.mkdir()
+                run = HumanJourneys(path, database, pools)
+                simulated = draw(run, people, seed)
+                title = ("the human model's population, per rating pattern" if table is
+                         population_table else "the robustness test, per pace")
+                print(f"### {path.name}: {title} (its pool samples {_ranges(run)})\n")
+                print(table(run, simulated))
+                print(f"\nWhere they ended: {where_they_ended(simulated)}\n", flush=True)
 
 
 def main() -> None:
