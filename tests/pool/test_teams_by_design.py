@@ -548,3 +548,35 @@ def test_the_docs_set_the_shipped_study2_contrast_beside_the_papers(tmp_path):
     assert (f"| FEA's plan differs from Efficient's | **{shares['study2']:.1%}** | "
             f"**{shares['study2-paper']:.1%}** |").replace("%", " %") in doc
     assert shares["study2"] > 0.219
+
+
+def test_both_themes_rated_lowest_cannot_be_placed_and_the_reason(tmp_path):
+    """Both themes rated 1 give preferences 0.01 and 0.01, other ties more: the person's
+    outcome is then all but nothing whatever kits they get, so fair-equity can only pull the
+    teammate's outcome down to theirs, and Efficient already holds it lowest (the teammate,
+    positively correlated, decorates their less preferred squares). FEA follows Efficient's
+    plan with every Mixed teammate, and study2 and welfare send the person to the unmatched
+    page their ``unplaced`` declares, while they place the other ties."""
+    from study.allocation.model import Algorithm
+    from study.allocation.solver import solve_batch
+    from study.people.speed import Human
+    from study.pool import ensure_pool
+    from study.pool.teamtypes import most_capable_human, team_type_codes
+
+    for name in ("study2", "welfare"):
+        run = HumanJourneys(PROTOCOLS / f"{name}.toml", tmp_path / name, tmp_path / "pools")
+        rng = np.random.default_rng(9)
+        steps = {rating: run.person(f"tied-{rating}", Human(), rng,
+                                    {"ravens": rating, "steelers": rating}).step
+                 for rating in (1, 2, 6, 7)}
+        assert steps == {1: "unmatched", 2: "teammate", 6: "teammate", 7: "teammate"}, name
+    spec = load_protocol(PROTOCOLS / "study2.toml").pool_spec()
+    pool = Pool.open(ensure_pool(spec, tmp_path / "pools"))
+    c, p = (values.copy() for values in pool.coefficients)
+    c[:, 0], p[:, 0] = (0.253, 0.794), (0.01, 0.01)  # the person in human 0's seat
+    live = (team_type_codes(c, p) == TEAM_TYPES.index("mixed")) & (most_capable_human(c) == 0)
+    assert live.sum() > 1000
+    efficient = solve_batch(c[live], p[live], Algorithm("efficient"), kits=spec.kits)
+    fea = solve_batch(c[live], p[live], Algorithm("fea", w=spec.fea.w, lo=spec.fea.lo,
+                                                  hi=spec.fea.hi), kits=spec.kits)
+    assert (efficient.plans == fea.plans).all()
