@@ -19,8 +19,15 @@ import pytest
 from support.human_journeys import PROTOCOLS, HumanJourneys
 from support.web import FakeClock, make_app
 
-from study.calibration.pilot import MIN_PARTICIPANTS, reference_speed
+from study.calibration.pilot import (
+    MIN_PARTICIPANTS,
+    pool_target,
+    reference_speed,
+    target_source,
+    whole_scale,
+)
 from study.cli import main
+from study.people.scale import PAPER_RANGES
 from study.people.speed import DESKTOP, Human, Layout
 from study.pool import Pool, PoolSpec, ensure_pool
 from study.pool.bounds import derive_bounds
@@ -476,3 +483,25 @@ def test_values_are_replaced_where_they_are_written_or_added_under_their_table()
     quoted = '[pool.fea]\nbounds_source = "a # b \\" c"  # note\n'
     assert set_value(quoted, "pool.fea.bounds_source", '"new"') == (
         '[pool.fea]\nbounds_source = "new"  # note\n')
+
+
+@pytest.mark.parametrize("path", sorted(PROTOCOLS.glob("*.toml")), ids=lambda path: path.stem)
+def test_calibration_keeps_every_shipped_protocol_on_the_papers_scale(path):
+    """A pilot's typical person goes to the centres of the target ranges, and for every
+    shipped protocol those are the paper's: its pool's ranges, or the paper's where the
+    pool samples the whole scale (study1, the demo), which says nothing of where people
+    measure."""
+    protocol = load_protocol(path)
+    assert tuple(pool_target(protocol, j) for j in range(2)) == PAPER_RANGES
+    whole = all(whole_scale(protocol, j) for j in range(2))
+    assert target_source(protocol) == ("the paper's ranges: the pool samples the whole scale"
+                                       if whole else "[pool.sample] c")
+
+
+def test_a_pool_of_its_own_ranges_is_its_protocols_target(tmp_path):
+    text = (PROTOCOLS / "study2.toml").read_text(encoding="utf-8")
+    path = tmp_path / "study2.toml"
+    path.write_text(text.replace("c = [[0.20, 0.32], [0.63, 1.00]]",
+                                 "c = [[0.10, 0.40], [0.50, 0.90]]"), encoding="utf-8")
+    protocol = load_protocol(path)
+    assert [pool_target(protocol, j) for j in range(2)] == [(0.10, 0.40), (0.50, 0.90)]
