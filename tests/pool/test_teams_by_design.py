@@ -580,3 +580,18 @@ def test_both_themes_rated_lowest_cannot_be_placed_and_the_reason(tmp_path):
     fea = solve_batch(c[live], p[live], Algorithm("fea", w=spec.fea.w, lo=spec.fea.lo,
                                                   hi=spec.fea.hi), kits=spec.kits)
     assert (efficient.plans == fea.plans).all()
+
+
+def test_people_at_the_models_pace_measure_in_study1_where_the_papers_people_did(tmp_path):
+    """Simulated people at the model's own pace through study1's journey measure inside the
+    paper's ranges after its User Study #1, squares [0.20, 0.32] and letters [0.63, 1.00],
+    but for a round's chance."""
+    from study.people.scale import PAPER_RANGES, share_in_ranges
+    from study.people.speed import Human
+
+    run = HumanJourneys(PROTOCOLS / "study1.toml", tmp_path, tmp_path / "pools")
+    rng = np.random.default_rng(11)
+    values = np.array([run.person(f"model-{index}", Human(), rng).capabilities
+                       for index in range(60)])
+    assert share_in_ranges(values, PAPER_RANGES) >= 0.9
+    assert np.median(values, axis=0) == pytest.approx((0.253, 0.794), rel=0.05)
