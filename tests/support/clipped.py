@@ -12,7 +12,10 @@ from study.people.speed import Human
 from support.people import Person
 from support.web import STUDY2, FakeClock, journey
 
-BRISK, TYPICAL = 0.2, 1.0  # times the human model's times
+# Times the human model's times. Capability goes as 1 / pace: the typical person measures
+# squares about 0.25 and letters about 0.79, so at 0.5 letters clip at 0.99 with room to
+# spare and squares (about 0.5) stay well clear of it (both clip below a pace of 0.25).
+BRISK, TYPICAL = 0.5, 1.0
 UNMATCHED_LINK = "https://app.prolific.com/submissions/complete?cc=CLIPPED1"
 
 
@@ -20,8 +23,8 @@ def study2_with(directory: Path, consequence: str) -> Path:
     """The shipped study2 with ``clipped_capability = consequence``, open enrolment, a link
     for the unmatched end and pay for it."""
     text = STUDY2.read_text(encoding="utf-8")
-    assert 'clipped_capability = "unmatched"' in text
-    text = (text.replace('clipped_capability = "unmatched"',
+    assert 'clipped_capability = "keep"' in text
+    text = (text.replace('clipped_capability = "keep"',
                          f'clipped_capability = "{consequence}"')
             .replace("open_enrolment = false", "open_enrolment = true")
             .replace("[bonus]\n", "[bonus]\nunmatched = 0.40\n"))

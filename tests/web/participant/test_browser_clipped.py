@@ -1,7 +1,7 @@
 """The console in real Chromium counts the participants with a clipped capability and what
-followed (docs/human-model.md, "Headroom"): under study2's clipped_capability =
-"unmatched" a brisk simulated person, quicker than the reference speeds leave room for,
-met the unmatched page, and the target line says why."""
+followed (docs/human-model.md, "Fast people at the top of the scale"): under study2 with
+clipped_capability = "unmatched" a brisk simulated person, quicker on letters than the
+reference speeds leave room for, met the unmatched page, and the target line says why."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ follows from it ([study] clipped_capability, MODEL.md "Measuring a participant")
 unmatched page, with the unmatched outcome's link and pay, before any team is formed on it;
 or the person continues and the analysis leaves them out (exclusion clipped-capability);
 or the person continues, their team formed on the clipped value, and stays in the analysis.
-A brisk simulated person (the human model at 0.2 times its times, quicker than the
-shipped reference speeds leave room for) goes through the real Socket.IO journey; the
+A brisk simulated person (the human model at 0.5 times its times, quicker on letters than
+the shipped reference speeds leave room for) goes through the real Socket.IO journey; the
 console and the report count what followed."""
 
 from __future__ import annotations
@@ -115,10 +115,10 @@ def test_unmatched_a_clipped_person_never_enters_a_real_teams_lobby(tmp_path: Pa
     """A [team] formed in its lobby: the clipped person meets the unmatched page instead of
     waiting for people to be teamed with on a value that is not theirs."""
     path = team_protocol(tmp_path)
-    text = path.read_text(encoding="utf-8")
-    assert 'clipped_capability = "continue"' in text
-    path.write_text(text.replace('clipped_capability = "continue"',
-                                 'clipped_capability = "unmatched"'), encoding="utf-8")
+    text, found = re.subn(r"(?m)^clipped_capability = .*$",
+                          'clipped_capability = "unmatched"', path.read_text(encoding="utf-8"))
+    assert found == 1
+    path.write_text(text, encoding="utf-8")
     clock = FakeClock()
     app = make_app(tmp_path, teammates, clock, path)
     reference = load_protocol(path).cookies[1].reference_speed
@@ -257,7 +257,8 @@ def test_a_pilot_s_live_teams_formed_offline_follow_the_declared_consequence(
 
     protocol = load_protocol(study2_with(tmp_path, consequence))
     references = np.array([cookie.reference_speed for cookie in protocol.cookies])
-    ratios = np.array([[0.3, 1.5], [0.075, 0.23]])  # the first clips on letters
+    # the first clips on letters; the second is the human model's typical person
+    ratios = np.array([[0.3, 1.5], [0.25, 0.79]])
     pilot = Pilot(tmp_path / "pilot.sqlite", "0" * 64, ratios * references,
                   np.array([[0.84, 0.17], [0.84, 0.17]]), ("2025-06-15", "2025-06-15"))
     teams, why = pilot_live_teams(protocol, pilot, protocol.pool_spec().fea)
