@@ -35,8 +35,13 @@ REFUSED_PAUSE = 0.5  # seconds a refused bot waits before it looks at its state 
 # As the page: ask for the state this long after a deadline, then this often while waiting.
 SYNC_GRACE = 1.5
 SYNC_SECONDS = 4.0
-# Reference speeds (cookies/s) of the shipped protocols; a bot given the protocol uses its own.
+# Reference speeds (cookies/s) a bot assumes without the served protocol (quicker than the
+# shipped protocols', so that bots pass quickly); given the protocol, it uses its own.
 DEFAULT_REFERENCE_SPEED = (0.4, 0.15)
+# Capabilities of bots drawn without a protocol's people: anywhere but near the clip bounds.
+UNIFORM_CAPABILITIES = ((0.3, 0.95), (0.3, 0.95))
+# The highest capability a bot is drawn with: a measurement's chance then rarely clips it.
+HIGHEST_DRAWN = 0.95
 
 
 @dataclass(frozen=True)
@@ -98,11 +103,17 @@ class StudyFacts:
 
     reference_speed: tuple[float, ...] = DEFAULT_REFERENCE_SPEED
     min_cookie_seconds: float = 0.5
+    # Where the protocol's people measure: its pool's ranges, or the paper's
+    # (``study.calibration.pilot.pool_target``), for bots drawn as its population.
+    capability_ranges: tuple[tuple[float, float], ...] = UNIFORM_CAPABILITIES
 
     @classmethod
     def from_protocol(cls, protocol: Any) -> StudyFacts:
+        from study.calibration.pilot import pool_target
+
         return cls(tuple(c.reference_speed for c in protocol.cookies),
-                   protocol.min_cookie_seconds)
+                   protocol.min_cookie_seconds,
+                   tuple(pool_target(protocol, j) for j in range(len(protocol.cookies))))
 
 
 DEFAULT_FACTS = StudyFacts()
@@ -125,13 +136,27 @@ class Outcome:
 
 
 
-def theme_rating(preferences: tuple[float, ...], cookie: str | None, points: int) -> int:
-    """The rating of a theme that measures back to the preference of the cookie type it is
-    on (MODEL.md's mapping); a theme on no cookie type gets the middle of the scale."""
-    if cookie not in COOKIE_NAMES:
-        return (points + 1) // 2
-    preference = preferences[COOKIE_NAMES.index(cookie)]
+def rating_of(preference: float, points: int) -> int:
+    """The rating that measures back to ``preference`` (MODEL.md's mapping)."""
     return 1 + round((preference - 0.01) / 0.98 * (points - 1))
+
+
+def theme_ratings(preferences: tuple[float, ...], themes: list[dict[str, Any]],
+                  points: int) -> dict[str, int]:
+    """Ratings that measure back to the bot's preferences. A theme the page puts on a
+    cookie type gets that type's preference; themes the study assigns after the ratings
+    (themes by rating) get the bot's preferences from the highest down, since the rule
+    puts the higher-rated theme on its preferred type: the bot measures its own values in
+    the order the rule places them. A theme beyond the types gets the middle."""
+    unplaced = iter(sorted(preferences, reverse=True))
+    ratings = {}
+    for theme in themes:
+        cookie = theme.get("cookie")
+        preference = (preferences[COOKIE_NAMES.index(cookie)] if cookie in COOKIE_NAMES
+                      else next(unplaced, None))
+        ratings[theme["id"]] = ((points + 1) // 2 if preference is None
+                                else rating_of(preference, points))
+    return ratings
 
 
 def page_answers(state: State, preferences: tuple[float, ...],
@@ -145,8 +170,7 @@ def page_answers(state: State, preferences: tuple[float, ...],
         return {"consent": True}
     if step == "preferences":
         points = int((page.get("scale") or {}).get("points", 7))
-        return {"ratings": {theme["id"]: theme_rating(preferences, theme.get("cookie"), points)
-                            for theme in page.get("themes", [])}}
+        return {"ratings": theme_ratings(preferences, page.get("themes", []), points)}
     if step.startswith("questionnaire") or step == "post":
         return {"answers": {item["id"]: answer_item(item, rng)
                             for item in page.get("items", [])}}
@@ -428,10 +452,15 @@ def partial_content(target: dict[str, Any], share: float) -> Any:
     return whole[:placed] if target["kind"] == "letters" else sorted(whole[:placed])
 
 
-def profile_for(index: int, behaviour: str, seed: int = 0) -> Profile:
-    """A varied but reproducible profile for bot ``index`` of a swarm."""
+def profile_for(index: int, behaviour: str, seed: int = 0,
+                capability_ranges: tuple[tuple[float, float], ...] = UNIFORM_CAPABILITIES,
+                ) -> Profile:
+    """A varied but reproducible profile for bot ``index`` of a swarm: capabilities drawn
+    uniformly within ``capability_ranges`` per type (a protocol's people:
+    ``StudyFacts.capability_ranges``), preferences anywhere on the scale."""
     rng = np.random.default_rng([seed, index])
-    c = rng.uniform(0.3, 0.95, 2).round(2)
+    c = np.array([rng.uniform(lo, min(hi, HIGHEST_DRAWN)) for lo, hi in capability_ranges])
+    c = c.round(2)
     p = rng.uniform(0.05, 0.95, 2).round(2)
     return Profile((float(c[0]), float(c[1])), (float(p[0]), float(p[1])),
                    BEHAVIOURS[behaviour], seed=seed * 100_003 + index)

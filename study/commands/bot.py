@@ -12,6 +12,7 @@ from study.allocation.model import InvalidInput
 from study.bots import BEHAVIOURS, StudyFacts, bot_codes, profile_for, run_swarm
 
 LINK_CODE = re.compile(r"/p/([^/?#\s]+)")
+PEOPLE = ("protocol", "uniform")
 
 
 def register(subcommands: argparse._SubParsersAction) -> None:
@@ -31,8 +32,12 @@ def register(subcommands: argparse._SubParsersAction) -> None:
                         help="file with one participant code or link per line (from the "
                              "console); its first N are used")
     parser.add_argument("--protocol", type=Path,
-                        help="the served protocol file, for its reference speeds "
-                             "(default: those of the shipped protocols)")
+                        help="the served protocol file: its reference speeds, and the "
+                             "capabilities its people measure (its pool's ranges, or the "
+                             "paper's), which --people protocol draws the bots from")
+    parser.add_argument("--people", choices=PEOPLE, default="protocol",
+                        help="the bots' capabilities: the protocol's people (needs "
+                             "--protocol), or uniform in 0.3-0.95 whatever the protocol")
     parser.add_argument("--stop-at", default="",
                         help="comma-separated points where bots leave the study, cycled over "
                              "the bots: a step (session-2), a round step after that many "
@@ -80,12 +85,18 @@ def codes_from(path: Path, count: int) -> list[str]:
     return codes[:count]
 
 
-def facts_from(path: Path | None) -> StudyFacts:
+def facts_from(path: Path | None, people: str) -> StudyFacts:
     if path is None:
+        if people == "protocol":
+            raise InvalidInput("--people", people, "the protocol's people need --protocol "
+                                                   "FILE (the served protocol); or choose "
+                                                   "--people uniform")
         return StudyFacts()
     from study.protocol.loader import load_protocol
 
-    return StudyFacts.from_protocol(load_protocol(path))
+    facts = StudyFacts.from_protocol(load_protocol(path))
+    return facts if people == "protocol" else replace(
+        facts, capability_ranges=StudyFacts().capability_ranges)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,9 +107,10 @@ def run(args: argparse.Namespace) -> int:
     codes = codes_from(args.codes, count) if args.codes else bot_codes(count)
     behaviours = list(itertools.islice(itertools.cycle(names), count))
     stops = itertools.cycle(stop_points_from(args.stop_at))
-    profiles = [replace(profile_for(i, b, args.seed), stop_at=next(stops))
-                for i, b in enumerate(behaviours)]
-    result = run_swarm(args.url, codes, profiles, facts=facts_from(args.protocol),
+    facts = facts_from(args.protocol, args.people)
+    profiles = [replace(profile_for(i, b, args.seed, facts.capability_ranges),
+                        stop_at=next(stops)) for i, b in enumerate(behaviours)]
+    result = run_swarm(args.url, codes, profiles, facts=facts,
                        max_seconds=args.max_seconds, stagger=args.stagger)
     print(result.summary())
     return 0 if all(o.error is None for o in result.outcomes) else 1
