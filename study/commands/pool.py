@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from study.pool.spec import DEFAULT_CHUNK, ROLES, PoolSpec, TeammateFilter
+from study.pool.spec import DEFAULT_CHUNK, ROLES, TeammateFilter
 from study.pool.teamtypes import TEAM_TYPES
 
 if TYPE_CHECKING:
@@ -95,8 +95,11 @@ def _numbers(text: str, name: str) -> list[float]:
 
 def run_build(args: argparse.Namespace) -> int:
     from study.pool.build import build_pool
+    from study.protocol.loader import load_protocol
 
-    spec = PoolSpec.from_protocol(args.protocol).with_changes(args.teams, args.seed)
+    # the protocol's checks first, as `study check` runs them: a protocol it refuses is
+    # refused here with its message, before a pool of that shape is sampled and solved
+    spec = load_protocol(args.protocol).pool_spec().with_changes(args.teams, args.seed)
     started = time.perf_counter()
     path = build_pool(spec, args.out, chunk=args.chunk, workers=args.workers,
                       scheduler=args.scheduler)

@@ -96,10 +96,15 @@ def test_match_with_an_empty_filter_fails_naming_it(pool_file, capsys):
 
 
 def test_build_refuses_a_malformed_protocol(tmp_path, capsys):
+    text = (PROTOCOLS / "study2.toml").read_text(encoding="utf-8")
+    sample = "c = [[0.20, 0.32], [0.63, 1.00]]"
+    assert text.count(sample) == 1
     protocol = tmp_path / "bad.toml"
-    protocol.write_text("[pool]\nteams = 10\nseed = 1\n[pool.sample]\nc = [0.9, 0.1]\n")
+    protocol.write_text(text.replace(sample, "c = [0.9, 0.1]"), encoding="utf-8")
+    assert main(["check", str(protocol)]) == 2
+    checked = capsys.readouterr().err
     assert main(["pool", "build", str(protocol), "--out", str(tmp_path / "x.parquet")]) == 2
-    assert "bad.toml:5: pool.sample.c" in capsys.readouterr().err
+    assert capsys.readouterr().err == checked and "bad.toml:" in checked
 
 
 def test_reading_a_file_that_is_not_a_pool_fails_clearly(tmp_path, capsys):
