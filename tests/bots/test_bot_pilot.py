@@ -8,14 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.analysis import InProcessBot
-from support.web import FakeClock, make_app
+from support.analysis import run_bots
 
-from study.bots import AckLog, Bot, StudyFacts, profile_for
+from study.bots import StudyFacts, profile_for
 from study.bots.participant import rating_of, theme_ratings
 from study.cli import main
 from study.protocol.loader import load_protocol
-from study.web.participant.agent_pool import PoolTeammates
 
 PROTOCOLS = Path(__file__).resolve().parents[2] / "protocols"
 BOTS = 30
@@ -56,20 +54,11 @@ def test_a_bot_pilot_places_its_bots_with_preferences_as_varied_as_drawn(name, t
     placed with a teammate, their measured preferences those drawn (in the order the theme
     rule places them), not the middle of the scale."""
     protocol_path = PROTOCOLS / f"{name}.toml"
-    protocol = load_protocol(protocol_path)
-    clock = FakeClock()
-    app = make_app(tmp_path, PoolTeammates.for_protocol(protocol, tmp_path / "pools"), clock,
-                   protocol=protocol_path)
-    journey = app.extensions["study"]
-    facts = StudyFacts.from_protocol(protocol)
-    steps, drawn = [], []
-    for index in range(BOTS):
-        code = journey.enrol()["code"]
-        profile = replace(profile_for(index, "fast", 11, facts.capability_ranges),
-                          stop_at="teammate")
-        bot = Bot("http://in-process", code, profile, AckLog(), facts=facts)
-        steps.append(InProcessBot(journey, clock, code, bot).run())
-        drawn.append(sorted(profile.preferences))
+    facts = StudyFacts.from_protocol(load_protocol(protocol_path))
+    profiles = [replace(profile_for(index, "fast", 11, facts.capability_ranges),
+                        stop_at="teammate") for index in range(BOTS)]
+    journey, steps = run_bots(tmp_path, profiles, protocol_path)
+    drawn = [sorted(profile.preferences) for profile in profiles]
     placed = steps.count("teammate")
     assert placed >= 0.9 * BOTS, f"{name}: {placed} of {BOTS} placed ({steps})"
     measured = [sorted(row["value"] for row in journey.storage.all(

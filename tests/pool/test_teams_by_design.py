@@ -293,7 +293,7 @@ def test_the_formation_table_command_prints_the_table(tmp_path):
                          check=True).stdout
     assert out.count("Where they ended:") == 2
     assert "| rating pattern | people | squares clipped | letters clipped |" in out
-    assert "| pace (x model times) | squares clipped | letters clipped |" in out
+    assert "| pace (x model times) | people | squares clipped | letters clipped |" in out
     assert "| all | 42 |" in out and "| tied high (6, 6) | 7 |" in out
 
 

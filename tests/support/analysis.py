@@ -265,19 +265,28 @@ class InProcessBot:
             self.send("progress", {"round_id": current["id"], "content": content})
 
 
-def run_study(directory: Path, profiles: Sequence[tuple[Any, Any]], protocol: Path) -> Path:
-    """Every profile (capabilities, preferences) through the journey in-process, a fast bot
-    each; the database the study wrote."""
+def run_bots(directory: Path, profiles: Sequence[Profile], protocol: Path) -> tuple[Any, list[str]]:
+    """Every profile through the journey in-process, a bot each: the journey and each bot's
+    last step."""
     loaded = load_protocol(protocol)
     clock = FakeClock()
     app = make_app(directory, PoolTeammates.for_protocol(loaded, directory / "pools"), clock,
                    protocol=protocol)
     journey = app.extensions["study"]
     facts = StudyFacts.from_protocol(loaded)
-    for index, (capabilities, preferences) in enumerate(profiles):
+    steps = []
+    for profile in profiles:
         code = journey.enrol()["code"]
-        profile = Profile(capabilities, preferences, BEHAVIOURS["fast"], seed=index)
-        InProcessBot(journey, clock, code, Bot("http://in-process", code, profile, AckLog(),
-                                               facts=facts)).run()
+        steps.append(InProcessBot(journey, clock, code, Bot("http://in-process", code, profile,
+                                                            AckLog(), facts=facts)).run())
+    return journey, steps
+
+
+def run_study(directory: Path, profiles: Sequence[tuple[Any, Any]], protocol: Path) -> Path:
+    """Every profile (capabilities, preferences) through the journey in-process, a fast bot
+    each; the database the study wrote."""
+    journey, _ = run_bots(directory, [
+        Profile(capabilities, preferences, BEHAVIOURS["fast"], seed=index)
+        for index, (capabilities, preferences) in enumerate(profiles)], protocol)
     journey.storage.close()
     return directory / "study.sqlite"

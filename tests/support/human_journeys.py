@@ -233,24 +233,25 @@ OUTCOME_HEADER = ("squares clipped | letters clipped | in the pool's ranges | on
                   "teammate or the lobby | unmatched | in the target team, of those placed |")
 
 
+def _outcome_table(run: HumanJourneys, first: str,
+                   rows: list[tuple[str, list[Simulated]]]) -> str:
+    lines = [f"| {first} | people | {OUTCOME_HEADER}", "|---|---|" + "---|" * 6]
+    lines += [f"| {label} | {len(row)} | " + " | ".join(_outcome_cells(run, row)) + " |"
+              for label, row in rows]
+    return "\n".join(lines)
+
+
 def population_table(run: HumanJourneys, people: list[Simulated]) -> str:
     """The human model's population per rating pattern, as a Markdown table."""
-    lines = [f"| rating pattern | people | {OUTCOME_HEADER}", "|---|---|" + "---|" * 6]
-    for name in (*RATING_PATTERNS, None):
-        row = [p for p in people if name is None or p.pattern == name]
-        label = "all" if name is None else f"{name} {RATING_PATTERNS[name]}"
-        lines.append(f"| {label} | {len(row)} | " + " | ".join(_outcome_cells(run, row)) + " |")
-    return "\n".join(lines)
+    rows = [(f"{name} {RATING_PATTERNS[name]}", [p for p in people if p.pattern == name])
+            for name in RATING_PATTERNS]
+    return _outcome_table(run, "rating pattern", [*rows, ("all", people)])
 
 
 def robustness_table(run: HumanJourneys, people: list[Simulated]) -> str:
     """People at fixed paces, every rating pattern, per pace, as a Markdown table."""
-    lines = [f"| pace (x model times) | {OUTCOME_HEADER}", "|---|" + "---|" * 6]
-    for pace in (*PACES, None):
-        row = [p for p in people if pace is None or p.pace == pace]
-        label = "all" if pace is None else f"{pace:g}"
-        lines.append(f"| {label} | " + " | ".join(_outcome_cells(run, row)) + " |")
-    return "\n".join(lines)
+    rows = [(f"{pace:g}", [p for p in people if p.pace == pace]) for pace in PACES]
+    return _outcome_table(run, "pace (x model times)", [*rows, ("all", people)])
 
 
 def where_they_ended(people: list[Simulated]) -> str:
