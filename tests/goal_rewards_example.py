@@ -9,7 +9,15 @@ one value in [0, 1] per team and goal, ``[B, G]``.
 
 from __future__ import annotations
 
+import itertools
+import os
+import signal
+import sys
+import time
+
 import numpy as np
+
+CALLS = itertools.count(1)
 
 
 def output_rates(c: np.ndarray, allocations: np.ndarray) -> np.ndarray:
@@ -55,3 +63,33 @@ def in_place(c: np.ndarray, p: np.ndarray, allocations: np.ndarray) -> np.ndarra
     """Wrong: writes into the solver's allocations."""
     allocations[...] = 0
     return np.zeros(allocations.shape[:2])
+
+
+def exits(c: np.ndarray, p: np.ndarray, allocations: np.ndarray) -> np.ndarray:
+    """Wrong: ends the process that runs it."""
+    sys.exit(3)
+
+
+def hangs(c: np.ndarray, p: np.ndarray, allocations: np.ndarray) -> np.ndarray:
+    """Wrong: never returns in any time a study can wait."""
+    time.sleep(60)
+    return nash_welfare(c, p, allocations)
+
+
+def crashes(c: np.ndarray, p: np.ndarray, allocations: np.ndarray) -> np.ndarray:
+    """Wrong: kills its process as a segmentation fault in compiled code would."""
+    os.kill(os.getpid(), signal.SIGSEGV)
+    return nash_welfare(c, p, allocations)
+
+
+def texts(c: np.ndarray, p: np.ndarray, allocations: np.ndarray) -> np.ndarray:
+    """Wrong: the numbers written as texts, in an object array."""
+    return np.full(allocations.shape[:2], "0.5", dtype=object)
+
+
+def random_after_two_calls(c: np.ndarray, p: np.ndarray, allocations: np.ndarray
+                           ) -> np.ndarray:
+    """Wrong: the Nash welfare on its first two calls, random values after."""
+    if next(CALLS) <= 2:
+        return nash_welfare(c, p, allocations)
+    return noisy(c, p, allocations)

@@ -3,7 +3,8 @@ tables (weighted terms or a goal reward given as code), and FEA's bounds where a
 takes them from.
 
 Reading a protocol needs no numpy (``study.protocol.loader``); a command that solves imports
-this module, and ``study check`` imports it only to try a goal reward given as code.
+this module, and ``study check`` only to try a goal reward given as code in a child process
+(``study.allocation.trial``).
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ import importlib
 import importlib.util
 import sys
 from functools import lru_cache
+from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from study.allocation.model import (
     ALGORITHMS,
@@ -25,18 +25,11 @@ from study.allocation.model import (
     GoalRewardCode,
     GoalRewardFunction,
     InvalidInput,
-    code_goal_rewards,
-    state_space,
 )
 from study.allocation.terms import DeclaredAlgorithm
 
 if TYPE_CHECKING:
     from study.protocol.loader import Protocol
-
-# Teams a goal reward given as code is tried on by ``study check``: enough for every
-# goal to meet varied coefficients, few enough to take milliseconds.
-SAMPLE_TEAMS = 64
-SAMPLE_SEED = 20_28
 
 
 def import_goal_reward(source: str, folder: Path | None = None) -> GoalRewardFunction:
@@ -80,10 +73,7 @@ def module_file(source: str, folder: Path | str | None = None) -> Path | None:
     """The file of a goal reward's module, found without running it (on the Python path,
     else beside the protocol); None when neither has it."""
     module_name = source.partition(":")[0]
-    try:
-        found = importlib.util.find_spec(module_name)
-    except (ImportError, ValueError):
-        found = None
+    found = _spec_without_running(module_name)
     if found is not None and found.origin and Path(found.origin).is_file():
         return Path(found.origin)
     if folder is None:
@@ -95,49 +85,27 @@ def module_file(source: str, folder: Path | str | None = None) -> Path | None:
     return None
 
 
+def _spec_without_running(module_name: str) -> ModuleSpec | None:
+    """Where a module is, its packages searched but not imported: ``find_spec`` of
+    ``pkg.module`` would run ``pkg/__init__.py``, the lab's code, in this process."""
+    top, *rest = module_name.split(".")
+    try:
+        found = importlib.util.find_spec(top)
+        for depth in range(1, len(rest) + 1):
+            if found is None or found.submodule_search_locations is None:
+                return None
+            found = PathFinder.find_spec(".".join([top, *rest[:depth]]),
+                                         list(found.submodule_search_locations))
+    except (ImportError, ValueError):
+        return None
+    return found
+
+
 def code_sha256(source: str, folder: Path | str | None = None) -> str | None:
     """SHA-256 of the file a goal reward given as code lives in: what a pool's digest and a
     session's record name, so other code is never taken for this one."""
     path = module_file(source, folder)
     return None if path is None else hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def goal_reward_code_problem(source: str, humans: int, kits: tuple[int, ...], memory: bool,
-                             folder: Path | None = None) -> str | None:
-    """What is wrong with a goal reward given as code, tried twice on the same sample
-    teams of the protocol's size (and, with memory, an earlier session's kits); None when
-    it returns one finite value in [0, 1] per goal, the same both times."""
-    try:
-        code = goal_reward_code(source, folder)
-        c, p, allocations = sample_goal_allocations(humans, kits, memory)
-        first = code_goal_rewards(code, c, p, allocations)
-        second = code_goal_rewards(code, c, p, allocations)
-    except InvalidInput as error:
-        return error.reason
-    differs = np.argwhere(first != second)
-    if len(differs):
-        team, goal = (int(i) for i in differs[0])
-        return (f"returned different values on a second call with the same teams (team "
-                f"{team}, goal {goal}: {float(first[team, goal])!r}, then "
-                f"{float(second[team, goal])!r}); "
-                "a goal reward must be deterministic")
-    return None
-
-
-def sample_goal_allocations(humans: int, kits: tuple[int, ...],
-                            memory: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Teams ``c, p [B, h, n]`` drawn from [0.01, 0.99] and every goal's allocation
-    ``[B, G, h, n]``; with memory, plus a random goal of an earlier session per team."""
-    space = state_space(humans, kits)
-    rng = np.random.default_rng(SAMPLE_SEED)
-    shape = (SAMPLE_TEAMS, humans, len(kits))
-    c, p = rng.uniform(0.01, 0.99, shape), rng.uniform(0.01, 0.99, shape)
-    goals = space.goal_allocations
-    allocations = np.broadcast_to(goals, (SAMPLE_TEAMS, *goals.shape))
-    if memory:
-        earlier = goals[rng.integers(len(goals), size=SAMPLE_TEAMS)]
-        allocations = allocations + earlier[:, None]
-    return c, p, allocations
 
 
 def declared_algorithm(declared: DeclaredAlgorithm,

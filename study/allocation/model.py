@@ -145,6 +145,8 @@ def _finite_number(value: object) -> bool:
 # A goal reward given as code: ``c, p [B, h, n]`` and goal allocations ``[B, G, h, n]``
 # (read-only) -> one value in [0, 1] per goal, ``[B, G]``.
 GoalRewardFunction = Callable[[np.ndarray, np.ndarray, np.ndarray], object]
+# The dtypes a goal reward's values may have: booleans, integers and floats.
+NUMBER_KINDS = "biuf"
 
 
 @dataclass(frozen=True)
@@ -166,12 +168,18 @@ class GoalRewardCode:
 
 
 def checked_code_rewards(source: str, values: object, shape: tuple[int, ...]) -> np.ndarray:
-    """``values`` as a float array of ``shape``, or an error saying what is wrong with it."""
+    """``values`` as a float array of ``shape``, or an error saying what is wrong with it.
+    Only numbers count: numpy would read the texts "0.5" or an object array as floats."""
     try:
-        array = np.asarray(values, dtype=float)
+        given = np.asarray(values)
     except (TypeError, ValueError) as error:
         raise InvalidInput("python", source, f"returned {type(values).__name__}, not numbers "
                                              f"({error})") from None
+    if given.dtype.kind not in NUMBER_KINDS:
+        raise InvalidInput("python", source, f"returned {type(values).__name__} of dtype "
+                                             f"{given.dtype}, not numbers; a goal reward "
+                                             "returns a float array")
+    array = given.astype(float)
     if array.shape != tuple(shape):
         raise InvalidInput("python", source, f"returned shape {list(array.shape)}; a goal "
                                              f"reward returns one value per team and goal, "

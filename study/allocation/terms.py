@@ -51,6 +51,10 @@ class InvalidInput(ValueError):
         self.reason = reason
         super().__init__(f"{field_name} = {value!r}: {reason}")
 
+    def __reduce__(self) -> tuple[type[InvalidInput], tuple[str, object, str]]:
+        """Its three parts, so it arrives whole from another process (a Dask worker)."""
+        return type(self), (self.field, self.value, self.reason)
+
 
 @dataclass(frozen=True)
 class DeclaredAlgorithm:

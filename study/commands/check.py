@@ -106,7 +106,22 @@ def summary(protocol: Any) -> list[str]:
     ]
     width = max(len(label) for label, _ in rows)
     return [f"{protocol.path}: valid protocol '{protocol.name}' ({protocol.title})",
-            *(f"  {label:<{width}}  {text}" for label, text in rows), *_off_scale(protocol)]
+            *(f"  {label:<{width}}  {text}" for label, text in rows), *_off_scale(protocol),
+            *_warnings(protocol)]
+
+
+def _warnings(protocol: Any) -> list[str]:
+    """What the protocol does that its author likely did not mean, at its line, as an
+    error would be named."""
+    from study.protocol.checks import protocol_warnings
+    from study.protocol.toml_source import TomlSource
+
+    found = list(protocol_warnings(protocol))
+    if not found:
+        return []
+    source = TomlSource.read(protocol.path)
+    return [f"  WARNING: {source.path}:{source.line_of(dotted)}: {dotted}: {message}"
+            for dotted, message in found]
 
 
 def _conditions(protocol: Any) -> str:

@@ -15,11 +15,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from study.allocation.model import InvalidInput, validate_coefficients
+from study.allocation.model import (
+    InvalidInput,
+    code_goal_rewards,
+    state_space,
+    validate_coefficients,
+)
 from study.pool.columns import team_column_slices
 from study.pool.sampling import sample_teams
 from study.pool.spec import DEFAULT_CHUNK, PoolSpec
@@ -31,6 +37,7 @@ def chunk_table(spec: PoolSpec, start: int, stop: int) -> pa.Table:
     """Teams ``start .. stop - 1``: sampled, validated, solved, as an Arrow table."""
     c, p = sample_teams(spec, start, stop)
     validate_coefficients(c, p)
+    refuse_changing_code(spec, c, p, start)
     slices = team_column_slices(spec, c, p)
     labels = pa.array(TEAM_TYPES)
     arrays = {}
@@ -42,6 +49,25 @@ def chunk_table(spec: PoolSpec, start: int, stop: int) -> pa.Table:
             parts = [pa.array(part[name]) for part in slices]
         arrays[name] = pa.chunked_array(parts)
     return pa.table(arrays)
+
+
+def refuse_changing_code(spec: PoolSpec, c: np.ndarray, p: np.ndarray, start: int) -> None:
+    """Each goal reward given as code evaluated twice on the chunk's teams, every goal:
+    values that change between the two are refused, so a pool never holds goals that
+    depend on when its teams were solved (its digest names the code, not the moment)."""
+    goals = state_space(spec.humans, spec.kits).goal_allocations
+    for name in spec.algorithms:
+        code = spec.algorithm(name).code
+        if code is None:
+            continue
+        first, second = (code_goal_rewards(code, c, p, goals) for _ in range(2))
+        differs = np.argwhere(first != second)
+        if len(differs):
+            team, goal = (int(i) for i in differs[0])
+            raise InvalidInput("python", code.source, (
+                f"algorithm {name} returned other values on a second evaluation of the same "
+                f"pool teams (team {start + team}, goal {goal}: {float(first[team, goal])!r}, "
+                f"then {float(second[team, goal])!r}); a goal reward must be deterministic"))
 
 
 def default_workers() -> int:

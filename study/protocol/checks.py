@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,6 +25,9 @@ from study.protocol import schema
 from study.protocol.colours import AA_RATIO, contrast, ink_on
 from study.protocol.schema import ITEM_KINDS, TASK_NAMES
 from study.protocol.texts import plural_of, singular_of
+
+if TYPE_CHECKING:
+    from study.protocol.loader import Protocol
 
 Problem = tuple[str, str]  # dotted field, message
 ROBOT_PLACEHOLDER = re.compile(r"\{robot:([a-z][a-z0-9_-]*)\}")
@@ -323,6 +326,8 @@ def _reward_problems(doc: schema.ProtocolFile, algorithm: schema.AlgorithmSectio
     if algorithm.terms is not None and algorithm.python is not None:
         yield f"{dotted}.python", "a goal reward is given by terms or by python, not both"
         return
+    if algorithm.python is None and "python_seconds" in algorithm.model_fields_set:
+        yield f"{dotted}.python_seconds", "only a goal reward given as code (python) uses it"
     if algorithm.terms is not None:
         for term, message in terms_problems(algorithm.terms):
             yield f"{dotted}.terms" + (f".{term}" if term else ""), message
@@ -342,19 +347,21 @@ def _reward_problems(doc: schema.ProtocolFile, algorithm: schema.AlgorithmSectio
 
 
 def code_problems(doc: schema.ProtocolFile, folder: Path) -> Iterator[Problem]:
-    """Goal rewards given as code, each imported (from the Python path, else the
-    protocol's folder) and tried on sample teams of the protocol's size: one finite value
-    in [0, 1] per goal, the same on a second call."""
+    """Goal rewards given as code, each tried in a child process (imported from the
+    Python path, else the protocol's folder, and called on sample teams of the protocol's
+    size, every step within its ``python_seconds``): one finite value in [0, 1] per goal,
+    the same for the same teams on every call."""
     coded = [(index, algorithm) for index, algorithm in enumerate(doc.algorithms)
              if algorithm.python is not None]
     if not coded:
         return
-    from study.allocation.algorithms import goal_reward_code_problem
+    from study.allocation.trial import goal_reward_problem
 
     humans = len(doc.team.seats) if doc.team else 2
     for index, algorithm in coded:
-        problem = goal_reward_code_problem(algorithm.python, humans, tuple(doc.study.kits),
-                                           algorithm.memory == "study", folder)
+        problem = goal_reward_problem(algorithm.python, humans, tuple(doc.study.kits),
+                                      algorithm.memory == "study", folder,
+                                      algorithm.python_seconds)
         if problem is not None:
             yield f"algorithms.{index}.python", problem
 
@@ -631,6 +638,60 @@ def _pairs(row: Any) -> bool:
     return (isinstance(row, list) and len(row) == 2
             and all(isinstance(pair, list) and len(pair) == 2
                     and all(isinstance(x, int | float) for x in pair) for pair in row))
+
+
+# --- warnings: valid, but likely not what was meant ---------------------------------------
+
+
+def protocol_warnings(protocol: Protocol) -> Iterator[Problem]:
+    """What a valid protocol does that its author likely did not mean, for ``study
+    check`` to say: a memory that is always empty, robots a teammate rule must tell apart
+    that always follow one plan."""
+    yield from _empty_memory(protocol)
+    yield from _same_plan_robots(protocol)
+
+
+def _empty_memory(protocol: Protocol) -> Iterator[Problem]:
+    """A robot with memory over the study that every participant meets first."""
+    first = protocol.conditions[0]
+    if protocol.condition_order == "fixed" and first.declared and first.declared.memory:
+        yield "conditions.0.algorithm", (
+            f"Robot {first.robot} runs {first.algorithm}, whose memory = \"study\" counts "
+            "the kits of earlier sessions, but condition_order = \"fixed\" always puts it "
+            "first: its memory is always empty, so it plans as it would without memory")
+
+
+def _same_plan_robots(protocol: Protocol) -> Iterator[Problem]:
+    """Two conditions running one algorithm (same weight, bounds and round order, no
+    memory) under a teammate rule that needs every two robots' plans to differ: on one
+    team they always follow one plan."""
+    teammate = protocol.pool_spec().teammate
+    if protocol.team is not None or teammate.rule not in ("typed", "distinct"):
+        return
+    seen: dict[tuple[Any, ...], int] = {}
+    for index, condition in enumerate(protocol.conditions):
+        if condition.declared is not None and condition.declared.memory:
+            continue
+        settings = (condition.w, condition.fea_bounds) if condition.algorithm == "fea" else ()
+        key = (condition.algorithm, settings, condition.round_order)
+        if key in seen:
+            other = protocol.conditions[seen[key]]
+            yield f"conditions.{index}.algorithm", (
+                f"runs {condition.algorithm} as conditions.{seen[key]} (Robot {other.robot}) "
+                f"does: teammate rule \"{teammate.rule}\" needs every two robots' plans to "
+                "differ, and one algorithm follows one plan on a team, so "
+                f"{_never_apart(teammate.rule, teammate.unplaced)}")
+        seen.setdefault(key, index)
+
+
+def _never_apart(rule: str, unplaced: str) -> str:
+    """What the teammate rule then does for every participant."""
+    if rule == "distinct":
+        return "it passes over every candidate and takes the nearest member for everyone"
+    if unplaced == "unmatched":
+        return "no member is ever placed: every participant gets the unmatched page"
+    return ("no member is ever placed on target: every participant gets the nearest "
+            "member (unplaced = \"continue\")")
 
 
 # --- what the solver needs, counted before anything is built ----------------------------

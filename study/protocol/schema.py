@@ -97,6 +97,11 @@ PATTERN_HINTS = {
     COMPLETION_CODE_PATTERN: "must be 1 to 64 letters, digits, '-' or '_'",
 }
 
+# How long a goal reward given as code may take to import, and for each call on the 64
+# sample teams it is tried on, before it is refused as hanging (``python_seconds``).
+PYTHON_SECONDS = 5.0
+PYTHON_SECONDS_LIMIT = 60.0
+
 LIMITS = {"kits_per_type": 64, "pool_teams": 5_000_000, "seconds": 3600,
           "minutes": 7 * 24 * 60, "items": 60, "text": 20_000,
           "solver_bytes": 2**30}
@@ -307,6 +312,10 @@ class AlgorithmSection(Strict):
     python: str | None = Field(None, pattern=PYTHON_PATTERN, max_length=200,
                                description="A vectorised goal reward, module:function, "
                                            "instead of terms.")
+    python_seconds: float = Field(
+        PYTHON_SECONDS, gt=0, le=PYTHON_SECONDS_LIMIT,
+        description="With python: the time its import and each trial call on 64 teams "
+                    "may take before study check refuses it.")
 
 
 class Condition(Strict):

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from support.allocation import BOUNDS, brute_reward
 
-from study.allocation.algorithms import goal_reward_code, goal_reward_code_problem
+from study.allocation.algorithms import goal_reward_code
 from study.allocation.model import (
     Algorithm,
     GoalRewardCode,
@@ -38,8 +38,10 @@ from study.allocation.solver import (
     solve,
     solve_batch,
 )
+from study.allocation.trial import goal_reward_problem
 from study.pool import PoolSpec, build_pool
 
+TRIAL_SECONDS = 5.0  # the protocol's default python_seconds
 PRESETS = [Algorithm("efficient"), Algorithm("fair"), Algorithm("fea", lo=0.0, hi=2.0),
            Algorithm("fea", w=0.55, lo=0.1, hi=0.9)]
 
@@ -372,6 +374,7 @@ def test_code_that_no_term_spells_is_solved_exactly():
     ("undefined_somewhere", "must be finite"),
     ("above_one", r"must lie in \[0, 1\]"),
     ("in_place", "read-only"),
+    ("texts", "dtype object, not numbers"),
 ])
 def test_code_returning_what_no_goal_reward_is_stops_the_solve(function, words):
     algorithm = Algorithm("coded", code=goal_reward_code(f"goal_rewards_example:{function}"))
@@ -381,14 +384,14 @@ def test_code_returning_what_no_goal_reward_is_stops_the_solve(function, words):
 
 @pytest.mark.parametrize(("source", "words"), [
     ("goal_rewards_example:nash_welfare", None),
-    ("goal_rewards_example:noisy", "different values on a second call"),
+    ("goal_rewards_example:noisy", "returned other values in call 4 of 6 than in call 1"),
     ("goal_rewards_example:above_one", r"must lie in \[0, 1\]"),
     ("goal_rewards_example:missing", "has no function missing"),
     ("no_such_lab.rewards:nash", "No module named 'no_such_lab'"),
 ])
-def test_the_check_tries_code_twice_on_sample_teams(source, words):
+def test_the_trial_calls_code_on_several_batches_of_sample_teams(source, words):
     for memory in (False, True):
-        problem = goal_reward_code_problem(source, 2, (8, 8), memory)
+        problem = goal_reward_problem(source, 2, (8, 8), memory, None, TRIAL_SECONDS)
         if words is None:
             assert problem is None
         else:
@@ -398,7 +401,7 @@ def test_the_check_tries_code_twice_on_sample_teams(source, words):
 def test_code_beside_the_protocol_is_found(tmp_path):
     (tmp_path / "beside_the_protocol.py").write_text(
         "def flat(c, p, allocations):\n    return allocations.sum(axis=(-1, -2)) * 0.0 + 0.5\n")
-    assert goal_reward_code_problem("beside_the_protocol:flat", 2, (4, 4), False,
-                                    tmp_path) is None
-    assert "No module named" in goal_reward_code_problem("beside_the_protocol_not:flat", 2,
-                                                         (4, 4), False, tmp_path)
+    assert goal_reward_problem("beside_the_protocol:flat", 2, (4, 4), False, tmp_path,
+                               TRIAL_SECONDS) is None
+    assert "No module named" in goal_reward_problem("beside_the_protocol_not:flat", 2,
+                                                    (4, 4), False, tmp_path, TRIAL_SECONDS)

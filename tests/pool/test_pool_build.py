@@ -2,6 +2,7 @@
 chunking or the workers (Dask included), rejection sampling, metadata and reuse."""
 
 import json
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -235,3 +236,64 @@ def test_ensure_pool_builds_once(tmp_path):
     assert ensure_pool(spec, tmp_path) == path
     assert path.stat().st_mtime_ns == modified
     assert ensure_pool(spec.with_changes(seed=4), tmp_path, progress=False) != path
+
+
+CODED_SPEC = """\
+[pool]
+teams = 3000
+seed = 11
+kits = [8, 8]
+algorithms = ["efficient", "coded"]
+
+[[algorithms]]
+id = "coded"
+python = "goal_rewards_example:{function}"
+"""
+
+
+def coded_spec(tmp_path: Path, function: str) -> Path:
+    path = tmp_path / f"{function}.toml"
+    path.write_text(CODED_SPEC.format(function=function), encoding="utf-8")
+    return path
+
+
+def test_code_whose_values_change_between_a_chunks_two_evaluations_stops_the_build(tmp_path):
+    from study.allocation.model import InvalidInput
+
+    spec = PoolSpec.from_protocol(coded_spec(tmp_path, "noisy"))
+    with pytest.raises(InvalidInput, match=r"^python = 'goal_rewards_example:noisy': algorithm "
+                                           r"coded returned other values on a second "
+                                           r"evaluation of the same pool teams \(team \d+, "
+                                           r"goal \d+: .*a goal reward must be deterministic"
+                       ) as caught:
+        build_pool(spec, tmp_path / "noisy.parquet", chunk=1_000, workers=2, progress=False)
+    assert not list(tmp_path.glob("*.parquet")) and not list(tmp_path.glob(".*partial"))
+    arrived = pickle.loads(pickle.dumps(caught.value))   # as from a Dask worker: whole
+    assert (str(arrived), arrived.field, arrived.reason) == (
+        str(caught.value), "python", caught.value.reason)
+
+
+def test_deterministic_code_builds_its_columns(tmp_path):
+    spec = PoolSpec.from_protocol(coded_spec(tmp_path, "slowest_first"))
+    table = pq.read_table(build_pool(spec, tmp_path / "slowest.parquet", chunk=1_000,
+                                     progress=False))
+    assert table.num_rows == 3000 and "coded_reward" in table.column_names
+
+
+def test_study_pool_build_tries_the_code_in_a_child_process_first(tmp_path, capsys):
+    from support.protocols import SECOND_CONDITION
+
+    from study.cli import main
+
+    demo = (PROTOCOLS / "demo.toml").read_text(encoding="utf-8")
+    assert SECOND_CONDITION in demo
+    text = demo.replace(SECOND_CONDITION, '[[algorithms]]\nid = "coded"\npython = '
+                        '"goal_rewards_example:exits"\n\n' + SECOND_CONDITION.replace(
+                            'algorithm = "fair"', 'algorithm = "coded"'), 1)
+    path, out = tmp_path / "exits.toml", tmp_path / "exits.parquet"
+    path.write_text(text, encoding="utf-8")
+    assert main(["pool", "build", str(path), "--out", str(out)]) == 2
+    line = text.splitlines().index('python = "goal_rewards_example:exits"') + 1
+    assert capsys.readouterr().err.startswith(
+        f"study: error: {path}:{line}: algorithms.0.python: called sys.exit(3) in call 1 of 6")
+    assert not out.exists()
