@@ -238,9 +238,9 @@ def run_plan(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from analysis import figures, plan
-    from study.pool.spec import PoolSpec
     from study.pool.store import read_metadata
     from study.protocol.loader import load_protocol
+    from study.protocol.pool_spec import PoolSpec
 
     protocol = load_protocol(args.protocol)
     record = read_metadata(args.pool)

@@ -39,8 +39,8 @@ from analysis.calibration import section as calibration_section
 from analysis.design import AnalysisRules, Design
 from analysis.load import StudyData
 from study.allocation.model import Algorithm
-from study.pool.spec import PoolSpec
 from study.pool.summary import PAPER_FAIR_GAP
+from study.protocol.pool_spec import PoolSpec
 from study.protocol.schema import ROBOT_ITEM_KINDS
 
 FLOAT_FORMAT = "{:.3f}".format

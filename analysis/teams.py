@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from analysis.flow import TARGETS
-from study.pool.names import TEAM_TYPES
+from study.protocol.pool_names import TEAM_TYPES
 
 ROLES = ("most-capable", "other")
 PLACEMENT = ("rule", "nearest_distance", "passed_over", "passed_same_plan",

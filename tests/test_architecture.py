@@ -24,12 +24,6 @@ LAYERS = [
     {"web"},
     {"commands", "cli", "analysis"},
 ]
-# The imports docs/architecture.md names as pointing back, each for its reason.
-DECLARED_BACK = {
-    ("study.protocol.schema", "study.pool.names"),
-    ("study.protocol.loader", "study.pool.spec"),
-    ("study.protocol.checks", "study.pool.spec"),
-}
 
 
 def layer_of(module: str) -> int | None:
@@ -43,14 +37,11 @@ def module_name(path: Path) -> str:
 
 
 def imports(path: Path) -> list[str]:
-    """What a module imports at run time (type-checking-only imports left out)."""
+    """What a module imports anywhere: at its top, inside functions, and for type checking
+    alone (a type named from a later layer is an arrow pointing up too)."""
     tree = ast.parse(path.read_text())
-    skipped = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
-               and "TYPE_CHECKING" in ast.unparse(block.test) for node in ast.walk(block)}
     found = []
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.Import):
@@ -89,9 +80,7 @@ def test_imports_run_one_way(path: Path):
     own = layer_of(here)
     for name in imports(path):
         theirs = layer_of(name)
-        if own is None or theirs is None or (here, name.rsplit(".", 1)[0]) in DECLARED_BACK:
-            continue
-        if (here, name) in DECLARED_BACK:
+        if own is None or theirs is None:
             continue
         assert theirs <= own, f"{here} imports {name}, a later layer"
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from study.allocation.model import (
     ALGORITHMS,
@@ -27,9 +27,6 @@ from study.allocation.model import (
     InvalidInput,
 )
 from study.allocation.terms import DeclaredAlgorithm
-
-if TYPE_CHECKING:
-    from study.protocol.loader import Protocol
 
 
 def import_goal_reward(source: str, folder: Path | None = None) -> GoalRewardFunction:
@@ -167,29 +164,3 @@ def from_declaration(data: dict[str, Any], folder: Path | str | None = None) -> 
         data["id"], tuple((data.get("terms") or {}).items()), tuple(bounds),  # type: ignore[arg-type]
         data.get("memory") == "study", data.get("python"))
     return declared_algorithm(declared, folder=folder)
-
-
-def protocol_algorithm(protocol: Protocol, name: str) -> Algorithm:
-    """The algorithm a protocol runs by ``name``: the id of an ``[[algorithms]]`` table, or
-    a preset; FEA with the weight and bounds of the first condition running it, else of
-    ``[pool.fea]``."""
-    pool_fea = protocol.pool_spec().fea
-    declared = protocol.declared(name)
-    if declared is not None:
-        return declared_algorithm(declared, None if pool_fea is None else (pool_fea.lo,
-                                                                            pool_fea.hi),
-                                  protocol.path.parent)
-    if name not in ALGORITHMS:
-        names = ", ".join([*ALGORITHMS, *(a.id for a in protocol.algorithms)])
-        raise InvalidInput("--algorithm", name, f"must be one of {names} (the presets and "
-                                                f"the algorithms {protocol.path} declares)")
-    if name != "fea":
-        return Algorithm(name)
-    pool_bounds = None if pool_fea is None else (pool_fea.lo, pool_fea.hi)
-    condition = next((c for c in protocol.conditions if c.algorithm == "fea"), None)
-    w, bounds = ((condition.w, condition.fea_bounds or pool_bounds) if condition is not None
-                 else (None if pool_fea is None else pool_fea.w, pool_bounds))
-    if w is None or bounds is None:
-        raise InvalidInput("--algorithm", name, f"{protocol.path} gives FEA no bounds: no "
-                                                "condition runs it and [pool.fea] is absent")
-    return Algorithm("fea", w=w, lo=bounds[0], hi=bounds[1])

@@ -24,8 +24,8 @@ from study.allocation.model import Team
 from study.allocation.terms import InvalidInput
 from study.calibration.pilot import Change, Pilot, toml_list, toml_string
 from study.pool.bounds import Bounds, cited_percentiles, spec_bounds
-from study.pool.spec import FeaSettings
 from study.protocol.loader import Protocol
+from study.protocol.pool_spec import FeaSettings
 from study.task.decorator import HIGHEST, LOWEST
 
 

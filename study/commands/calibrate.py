@@ -46,13 +46,8 @@ def register(subcommands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from study.allocation.terms import InvalidInput
-    from study.calibration.pilot import (
-        MIN_PARTICIPANTS,
-        Request,
-        calibrate,
-        parse_target,
-        read_pilot,
-    )
+    from study.calibration.pilot import MIN_PARTICIPANTS, Request, parse_target, read_pilot
+    from study.calibration.update import calibrate
     from study.commands.check import refuse_stale_bounds
     from study.pool.bounds import parse_percentiles
     from study.protocol.loader import load_protocol, parse_protocol

@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from study.pool.spec import DEFAULT_CHUNK, ROLES, TeammateFilter
 from study.pool.teamtypes import TEAM_TYPES
+from study.protocol.pool_spec import DEFAULT_CHUNK, ROLES, TeammateFilter
 
 if TYPE_CHECKING:
     from study.pool.store import Pool

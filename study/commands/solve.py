@@ -99,7 +99,7 @@ def algorithms_from(args: argparse.Namespace,
     """The algorithms asked for: presets (FEA with --w and --fea-bounds), or with a
     protocol its presets and declared algorithms as it runs them."""
     if protocol is not None:
-        from study.allocation.algorithms import protocol_algorithm
+        from study.pool.placing import protocol_algorithm
 
         for flag, value in (("--w", args.w), ("--fea-bounds", args.fea_bounds)):
             if value is not None:

@@ -18,8 +18,8 @@ import numpy as np
 from study.allocation.model import InvalidInput, state_space
 from study.pool.columns import goal_sums
 from study.pool.sampling import SAMPLING_BLOCK, sample_teams
-from study.pool.spec import PoolSpec
 from study.pool.store import coefficients_of, read_metadata, row_groups, spec_of
+from study.protocol.pool_spec import PoolSpec
 
 # How ``derive_bounds`` and ``spec_bounds`` begin a source that took percentiles.
 CITED_PERCENTILES = re.compile(r"percentiles ([0-9.]+) and ([0-9.]+) of \|FE\|")

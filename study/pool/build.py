@@ -28,9 +28,9 @@ from study.allocation.model import (
 )
 from study.pool.columns import team_column_slices
 from study.pool.sampling import sample_teams
-from study.pool.spec import DEFAULT_CHUNK, PoolSpec
 from study.pool.store import pool_metadata
 from study.pool.teamtypes import TEAM_TYPES
+from study.protocol.pool_spec import DEFAULT_CHUNK, PoolSpec
 
 
 def chunk_table(spec: PoolSpec, start: int, stop: int) -> pa.Table:

@@ -25,8 +25,8 @@ from study.allocation.model import (
     state_space,
 )
 from study.allocation.solver import at_positions, optimal_goal_positions
-from study.pool.spec import PoolSpec
 from study.pool.teamtypes import most_capable_human, team_type_codes
+from study.protocol.pool_spec import PoolSpec
 
 
 def goal_sums(c: np.ndarray, p: np.ndarray, goals: np.ndarray) -> GoalSums:

@@ -28,8 +28,8 @@ import numpy as np
 from study.people.scale import Scale
 from study.pool.placing import algorithm_for
 from study.pool.scale import format_same_goal, same_goal_shares
-from study.pool.spec import PoolSpec
 from study.pool.store import Pool
+from study.protocol.pool_spec import PoolSpec
 
 ROLES = ("most_capable", "other")
 

@@ -23,9 +23,9 @@ import numpy as np
 
 from study.allocation.model import first_argmax
 from study.pool.match import Match, MemberIndex, participant_vector
-from study.pool.names import TEAM_TYPES
-from study.pool.spec import PoolSpec, TeammateFilter
 from study.pool.teamtypes import most_capable_human, positively_correlated, team_type_codes
+from study.protocol.pool_names import TEAM_TYPES
+from study.protocol.pool_spec import PoolSpec, TeammateFilter
 from study.task.decorator import HIGHEST, LOWEST
 
 # Members examined through the k-d tree before the scan of the rest.

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from study.allocation.model import InvalidInput
-from study.pool.names import COMPARATIVE_ADVANTAGE
 from study.pool.teamtypes import positively_correlated
+from study.protocol.pool_names import COMPARATIVE_ADVANTAGE
 
 TIE_SLACK = 1e-12
 

@@ -13,16 +13,19 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from typing import Protocol as Interface
 
 import numpy as np
 
 from study.allocation.algorithms import declared_algorithm
-from study.allocation.model import Algorithm, Team
+from study.allocation.model import ALGORITHMS, Algorithm, InvalidInput, Team
 from study.allocation.solver import Policy, solve
 from study.allocation.terms import DeclaredAlgorithm
 from study.task.decorator import HIGHEST, LOWEST
+
+if TYPE_CHECKING:
+    from study.protocol.loader import Protocol
 
 # Pool members tried, nearest first, for one whose live team every two robots treat
 # differently.
@@ -253,3 +256,29 @@ def _first_distinct(source: TeammateSource, c: np.ndarray, p: np.ndarray,
         if placed.plans_differ:
             return placed
     return None
+
+
+def protocol_algorithm(protocol: Protocol, name: str) -> Algorithm:
+    """The algorithm a protocol runs by ``name``: the id of an ``[[algorithms]]`` table, or
+    a preset; FEA with the weight and bounds of the first condition running it, else of
+    ``[pool.fea]``."""
+    pool_fea = protocol.pool_spec().fea
+    declared = protocol.declared(name)
+    if declared is not None:
+        return declared_algorithm(declared, None if pool_fea is None else (pool_fea.lo,
+                                                                            pool_fea.hi),
+                                  protocol.path.parent)
+    if name not in ALGORITHMS:
+        names = ", ".join([*ALGORITHMS, *(a.id for a in protocol.algorithms)])
+        raise InvalidInput("--algorithm", name, f"must be one of {names} (the presets and "
+                                                f"the algorithms {protocol.path} declares)")
+    if name != "fea":
+        return Algorithm(name)
+    pool_bounds = None if pool_fea is None else (pool_fea.lo, pool_fea.hi)
+    condition = next((c for c in protocol.conditions if c.algorithm == "fea"), None)
+    w, bounds = ((condition.w, condition.fea_bounds or pool_bounds) if condition is not None
+                 else (None if pool_fea is None else pool_fea.w, pool_bounds))
+    if w is None or bounds is None:
+        raise InvalidInput("--algorithm", name, f"{protocol.path} gives FEA no bounds: no "
+                                                "condition runs it and [pool.fea] is absent")
+    return Algorithm("fea", w=w, lo=bounds[0], hi=bounds[1])

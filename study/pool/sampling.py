@@ -15,8 +15,8 @@ import numpy as np
 
 from study.allocation.model import InvalidInput
 from study.pool.columns import fair_gaps
-from study.pool.spec import PoolSpec, interval_arrays
 from study.pool.teamtypes import team_type_codes
+from study.protocol.pool_spec import PoolSpec, interval_arrays
 
 SAMPLING_BLOCK = 16_384
 MAX_CANDIDATES = 1 << 20

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 
 from study.allocation.model import InvalidInput
 from study.pool.match import Match, MemberIndex
-from study.pool.spec import POOL_FORMAT, Criteria, PoolSpec, TeammateFilter
 from study.pool.teamtypes import TEAM_TYPES
+from study.protocol.pool_spec import POOL_FORMAT, Criteria, PoolSpec, TeammateFilter
 
 METADATA_KEY = b"study.pool"
 _VERSIONED = ("fair-teaming-study", "numpy", "scipy", "pyarrow", "pymdptoolbox")

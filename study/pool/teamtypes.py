@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from study.allocation.model import first_argmax, sum_last
-from study.pool.names import (
+from study.protocol.pool_names import (
     COMPARATIVE_ADVANTAGE,
     HIGHEST_COEFFICIENT,
     MOST_CAPABLE_READINGS,

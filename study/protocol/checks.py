@@ -725,7 +725,7 @@ class SolverSize:
 
 def solver_size(kits: Sequence[int], pool_teams: int, humans: int = 2) -> SolverSize:
     """What solving ``kits`` takes: one team's tables, or a pool chunk's past 63 goals."""
-    from study.pool.spec import DEFAULT_CHUNK
+    from study.protocol.pool_spec import DEFAULT_CHUNK
 
     states, goals = count_states(humans, kits)
     at_once = min(pool_teams, DEFAULT_CHUNK) if goals > MASK_GOALS else 1

@@ -41,7 +41,7 @@ from study.protocol.texts import DEFAULT_TEXTS, default_texts
 from study.protocol.toml_source import ProtocolError, TomlSource
 
 if TYPE_CHECKING:
-    from study.pool.spec import PoolSpec
+    from study.protocol.pool_spec import PoolSpec
 
 __all__ = ["CONDITION_ORDERS", "EXCLUSION_RULES", "ITEM_KINDS", "PAGES", "ROUND_ORDERS",
            "TASK_NAMES", "AnalysisRules", "Protocol", "ProtocolError", "Recruitment",
@@ -325,7 +325,7 @@ def _first(source: TomlSource, problems: list[Problem]) -> ProtocolError:
 
 def _pool_spec(source: TomlSource) -> PoolSpec:
     """The ``[pool]`` section as the pool builder reads it (interval shapes, overlaps)."""
-    from study.pool.spec import parse_pool
+    from study.protocol.pool_spec import parse_pool
 
     return parse_pool(source.data["pool"], source.error, name=source.path.stem,
                       declared=source.data.get("algorithms", []), folder=source.path.parent)

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from study.allocation.terms import ALGORITHMS, EXCLUSION_RULES, MEMORY_SCOPES, TERMS
-from study.pool.names import TEAMMATE_RULES, UNPLACED
+from study.protocol.pool_names import TEAMMATE_RULES, UNPLACED
 from study.protocol.recruitment import OUTCOME_MEANINGS, pattern_problem
 from study.protocol.texts import DEFAULT_TEXTS, allowed_placeholders, placeholders
 

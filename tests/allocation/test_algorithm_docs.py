@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from study.allocation.algorithms import protocol_algorithm
 from study.allocation.model import Algorithm, goal_reward, state_space
 from study.allocation.solver import solve_batch
+from study.pool.placing import protocol_algorithm
 from study.protocol.loader import load_protocol
 
 ROOT = Path(__file__).resolve().parents[2]

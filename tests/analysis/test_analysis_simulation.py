@@ -10,7 +10,7 @@ from analysis import simulation
 from study.allocation.model import Algorithm, Team
 from study.allocation.solver import solve
 from study.pool.build import chunk_table
-from study.pool.spec import PoolSpec
+from study.protocol.pool_spec import PoolSpec
 
 
 def pool_frame(teams: int, seed: int, **spec: object) -> pd.DataFrame:

@@ -10,8 +10,8 @@ import pytest
 from study.allocation.model import InvalidInput
 from study.pool import NoEligibleTeam, Pool, PoolSpec, TeammateFilter, build_pool
 from study.pool.match import MemberIndex, kd_tree_class
-from study.pool.spec import Criteria
 from study.pool.teamtypes import TEAM_TYPES
+from study.protocol.pool_spec import Criteria
 
 PROTOCOLS = Path(__file__).resolve().parents[2] / "protocols"
 

@@ -16,8 +16,8 @@ import pytest
 
 from study.cli import main
 from study.pool import Pool, PoolSpec, build_pool
-from study.pool.names import TEAM_TYPES
 from study.pool.summary import summarize
+from study.protocol.pool_names import TEAM_TYPES
 
 PROTOCOLS = Path(__file__).resolve().parents[2] / "protocols"
 TEAMS = 50_000

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from study.pool import PoolSpec
-from study.pool.spec import Criteria
 from study.pool.teamtypes import (
     COMPARATIVE_ADVANTAGE,
     HIGHEST_COEFFICIENT,
@@ -16,6 +15,7 @@ from study.pool.teamtypes import (
     most_capable_human,
     team_type_codes,
 )
+from study.protocol.pool_spec import Criteria
 from study.protocol.toml_source import ProtocolError
 
 PROTOCOLS = Path(__file__).resolve().parents[2] / "protocols"

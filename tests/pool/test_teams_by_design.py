@@ -20,9 +20,9 @@ from study.cli import main as study_main
 from study.pool import Pool, PoolSpec, build_pool
 from study.pool.forming import classify, fair_gap_reach, targets
 from study.pool.match import participant_vector
-from study.pool.names import TEAM_TYPES
 from study.pool.teamtypes import most_capable_human, team_type_codes
 from study.protocol.loader import load_protocol
+from study.protocol.pool_names import TEAM_TYPES
 from study.web.participant.agent_pool import PoolTeammates
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 from support.protocols import SECOND_CONDITION
 
-from study.allocation.algorithms import protocol_algorithm
 from study.allocation.model import Algorithm, Team
 from study.allocation.solver import solve, solve_batch
 from study.cli import main
+from study.pool.placing import protocol_algorithm
 from study.protocol.loader import DeclaredAlgorithm, load_protocol, parse_protocol
 from study.protocol.toml_source import ProtocolError
 

@@ -240,8 +240,8 @@ def test_editors_check_the_same_shape_with_the_json_schema():
 
 
 def test_the_schema_knows_the_pool_section_as_the_pool_reads_it():
-    from study.pool import spec
     from study.pool.teamtypes import MOST_CAPABLE_READINGS, TEAM_TYPES
+    from study.protocol import pool_spec as spec
 
     assert (schema.TEAM_TYPES, schema.ROLES, schema.MOST_CAPABLE_READINGS) == (
         TEAM_TYPES, spec.ROLES, MOST_CAPABLE_READINGS)

@@ -12,8 +12,8 @@ import pytest
 from support.teams import team_protocol
 from support.web import FakeClock, journey, make_app, small_pool
 
-from study.pool.names import COMPARATIVE_ADVANTAGE, HIGHEST_COEFFICIENT, TEAM_TYPES
 from study.pool.teamtypes import team_type_codes
+from study.protocol.pool_names import COMPARATIVE_ADVANTAGE, HIGHEST_COEFFICIENT, TEAM_TYPES
 from study.web.participant.real_teams.agents import fill_with_agents, live_type
 from study.web.participant.real_teams.founding import Person
 

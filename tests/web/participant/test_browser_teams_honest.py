@@ -28,9 +28,9 @@ from support.browser import DESKTOP, PHONE, HumanHands, screenshot_directory, st
 from support.web import LiveServer, make_app
 
 from study.people.speed import Human
-from study.pool.names import TEAM_TYPES
 from study.pool.teamtypes import team_type_codes
 from study.protocol.loader import Protocol, load_protocol
+from study.protocol.pool_names import TEAM_TYPES
 from study.web.participant.agent_pool import PoolTeammates
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

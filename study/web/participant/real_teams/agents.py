@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from study.pool.names import TEAM_TYPES
 from study.pool.teamtypes import team_type_codes
 from study.protocol.loader import Protocol
+from study.protocol.pool_names import TEAM_TYPES
 from study.task.cookies import theme_scale
 from study.task.decorator import Decorator, round_rng
 

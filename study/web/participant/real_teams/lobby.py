@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from study.pool.names import TEAM_TYPES
 from study.pool.teamtypes import team_type_codes
 from study.protocol.loader import Protocol, TeamDesign
+from study.protocol.pool_names import TEAM_TYPES
 from study.storage.database import Storage
 from study.web.participant.real_teams.agents import fill_with_agents
 from study.web.participant.real_teams.founding import Founding, Person

@@ -25,7 +25,7 @@ from study.allocation.terms import (
     terms_problems,
     validate_kits,
 )
-from study.pool.names import (
+from study.protocol.pool_names import (
     COMPARATIVE_ADVANTAGE,
     MOST_CAPABLE_READINGS,
     TEAM_TYPES,
