@@ -388,7 +388,7 @@ def departures_figure(table: pd.DataFrame) -> Any:
     for axis, column, label in ((axes[0], "departs_share", "share of teams departing"),
                                 (axes[1], "efficiency_cost", "efficiency cost (E)")):
         wide = shown.pivot(index="team_type", columns="robot", values=column)
-        grouped_bars(axis, wide, types, robots, first_colour=1)  # Efficient's is the 1st
+        grouped_bars(axis, wide, types, robots)
         axis.set_ylabel(label)
         axis.tick_params(axis="x", labelsize=8)
     axes[0].set_ylim(0, 1.05)

@@ -91,6 +91,7 @@ class Design:
     # how the pages presented the agent teammate ([study]; None with a [team], whose pages
     # name every seat; "undeclared" for a protocol written before the key)
     agent_teammate: str | None = None
+    real_teams: bool = False  # a [team]: people played together, teamed in the lobby
 
     @property
     def manipulation_check(self) -> Item | None:
@@ -180,7 +181,8 @@ def design_from_text(text: str, source: str) -> Design:
                   tied_ratings=str(study.get("tied_ratings", "lowest-index")),
                   clipped_capability=clipped,
                   agent_teammate=(None if "team" in raw
-                                  else str(study.get("agent_teammate", "undeclared"))))
+                                  else str(study.get("agent_teammate", "undeclared"))),
+                  real_teams="team" in raw)
 
 
 def with_clipped_exclusion(rules: AnalysisRules, consequence: str) -> AnalysisRules:

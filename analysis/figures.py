@@ -7,6 +7,9 @@ The Agg backend is forced so figures render on servers without a display.
 
 from __future__ import annotations
 
+import itertools
+import textwrap
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import matplotlib
@@ -21,11 +24,14 @@ from matplotlib.figure import Figure
 from analysis.flow import LOSSES
 
 # Every line, marker and bar colour stands out from the white page by at least 3:1 (WCAG
-# AA for graphics): the usual orange (#ff7f0e, 2.5:1) is a darker one.
+# AA for graphics): the usual orange (#ff7f0e, 2.5:1) is a darker one. The presets keep
+# their named colours in every figure; any other robot takes the palette's next colour no
+# preset has, and a protocol's robots (2-4 conditions, up to 15 pool algorithms) fit in it.
 COLOURS = {"efficient": "#1f77b4", "fair": "#d62728", "fea": "#2ca02c",
            "predicted": "#7f7f7f"}
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#d95f02", "#8c564b", "#e7298a",
-           "#006d77", "#a6761d", "#666666")
+           "#006d77", "#a6761d", "#666666", "#393b79", "#637939", "#843c39", "#7b4173",
+           "#1b9e77", "#5254a3", "#ad494a", "#8c6d31", "#2f4b7c")
 # Light fills (the middle of a Likert scale) are outlined in this, 3:1 against them and
 # the page.
 OUTLINE = "#444444"
@@ -37,15 +43,18 @@ def colour(name: object, index: int) -> str:
     return COLOURS.get(str(name), PALETTE[index % len(PALETTE)])
 
 
-def series_colours(series: list[str], first_colour: int = 0) -> list[str]:
-    """A colour per series: the named ones (``COLOURS``) their own, the others the
-    palette's in order from ``first_colour``, skipping those the named ones take, so no two
-    series of a figure share a colour (up to the palette's length)."""
-    taken = {COLOURS[str(name)] for name in series if str(name) in COLOURS}
-    free = [shade for shade in PALETTE[first_colour:] + PALETTE[:first_colour]
-            if shade not in taken]
-    unnamed = iter(free * (1 + len(series) // max(len(free), 1)))
-    return [COLOURS.get(str(name)) or next(unnamed) for name in series]
+def robot_colours(robots: Iterable[object]) -> dict[str, str]:
+    """A colour per robot, the same in every figure of a report: each preset its own
+    (``COLOURS``), every other robot, in the order given, the palette's next colour that no
+    preset has, so a declared robot never wears a preset's colour nor another's. Listing
+    more robots after these leaves these their colours, so a report can add the pool's
+    algorithms after the study's conditions."""
+    free = itertools.cycle([shade for shade in PALETTE if shade not in COLOURS.values()])
+    colours: dict[str, str] = {}
+    for name in map(str, robots):
+        if name not in colours:
+            colours[name] = COLOURS.get(name) or next(free)
+    return colours
 
 
 def save(figure: Figure, directory: Path, name: str) -> Path:
@@ -79,19 +88,18 @@ def _panels(count: int, width: float, height: float,
 
 def grouped_bars(axis: plt.Axes, table: pd.DataFrame, categories: list[str],
                  series: list[str], errors: pd.DataFrame | None = None,
-                 first_colour: int = 0) -> None:
-    """Bars of ``table[category, series]`` grouped by category; the series take the
-    palette's colours from ``first_colour`` on (so a figure that leaves out a series
-    another figure shows keeps the others' colours)."""
+                 colours: Mapping[str, str] | None = None) -> None:
+    """Bars of ``table[category, series]`` grouped by category, each series in its colour
+    (``colours``, by default ``robot_colours`` of the series)."""
     width = 0.8 / max(len(series), 1)
     x = np.arange(len(categories))
-    colours = series_colours(series, first_colour)
+    colours = colours or robot_colours(series)
     for k, name in enumerate(series):
         values = table.reindex(index=categories)[name].to_numpy(dtype=float)
         error = None if errors is None else errors.reindex(index=categories)[name].to_numpy(
             dtype=float)
         axis.bar(x + (k - (len(series) - 1) / 2) * width, values, width, yerr=error,
-                 capsize=3, label=str(name), color=colours[k])
+                 capsize=3, label=str(name), color=colours[str(name)])
     axis.set_xticks(x, categories)
 
 
@@ -114,11 +122,14 @@ def ratings_figure(described: pd.DataFrame, predicted: pd.DataFrame) -> Figure:
     return figure
 
 
-def allocations_figure(table: pd.DataFrame, title: str, rounds: int = 8) -> Figure:
+def allocations_figure(table: pd.DataFrame, title: str, rounds: int = 8,
+                       colours: Mapping[str, str] | None = None) -> Figure:
     """Figure 4 of the paper: mean rounds (of ``rounds`` a session) on the most capable and
     most preferred task type per human, per algorithm (or condition), one panel per team
-    type."""
+    type; an algorithm has one colour in every panel (``colours``, by default
+    ``robot_colours`` of the table's algorithms)."""
     types = list(dict.fromkeys(table["team_type"]))
+    colours = colours or robot_colours(table["algorithm"])
     figure, axes = _panels(len(types), 5.6, 3.9, columns=2)
     for axis, team_type in zip(axes, types, strict=True):
         part = table[table["team_type"] == team_type]
@@ -130,7 +141,7 @@ def allocations_figure(table: pd.DataFrame, title: str, rounds: int = 8) -> Figu
         long = long.sort_values("human", kind="stable")
         wide = long.pivot(index="category", columns="algorithm", values="value")
         grouped_bars(axis, wide, list(dict.fromkeys(long["category"])),
-                      list(dict.fromkeys(part["algorithm"])))
+                     list(dict.fromkeys(part["algorithm"])), colours=colours)
         axis.set_title(f"{team_type} ({int(part['teams'].iloc[0]):,})")
         axis.tick_params(axis="x", labelsize=8)
         axis.set_ylim(0, rounds * 1.22)
@@ -163,16 +174,17 @@ def gaps_figure(pool: pd.DataFrame, team_types: pd.Series, threshold: float) -> 
 
 
 def running_fairness_figure(per_round: pd.DataFrame, by: list[str], metric: str,
-                            title: str) -> Figure:
+                            title: str, colours: Mapping[str, str] | None = None) -> Figure:
     """Mean ``|metric|`` after each round per group (thick), each unit's path (thin) when
-    there are few. The first grouping column sets the colour, a second the line style."""
+    there are few. The first grouping column (the robot) sets the colour (``colours``, by
+    default ``robot_colours`` of its values), a second the line style."""
     figure, axis = plt.subplots(figsize=(7.5, 3.8))
     data = per_round.assign(gap=per_round[metric].abs())
-    firsts = list(dict.fromkeys(sorted(data[by[0]].astype(str))))
+    colours = colours or robot_colours(sorted(data[by[0]].astype(str)))
     seconds = list(dict.fromkeys(sorted(data[by[-1]].astype(str))))
     for name, part in data.groupby(by, sort=True):
         keys = [str(x) for x in (name if isinstance(name, tuple) else (name,))]
-        tint = colour(keys[0], firsts.index(keys[0]))
+        tint = colours[keys[0]]
         style = ("-", "--", ":", "-.")[seconds.index(keys[-1]) % 4] if len(by) > 1 else "-"
         if "unit" in part and part["unit"].nunique() <= 40:
             for _, unit in part.groupby("unit"):
@@ -365,14 +377,20 @@ def slope_figure(frame: pd.DataFrame, outcomes: list[tuple[str, str]],
 
 
 def intervals_figure(predicted: pd.DataFrame, observed: pd.DataFrame | None = None,
-                     points: int = 7) -> Figure:
+                     points: int = 7, colours: Mapping[str, str] | None = None,
+                     unfitted: Mapping[str, str] | None = None, caveat: str = "") -> Figure:
     """Predicted mean rating per item and condition with its model interval (points and
     lines, always within the 1..points scale), the observed means as open circles, and the
     fairness rating MODEL.md predicts from the allocations (1 + 6 (1 - |F|)) as its own
-    row with its range."""
+    row with its range. An item whose model was not fitted (``unfitted``: label, why) says
+    why on its row, where its dots would be, so it does not just lose them; ``caveat``
+    (too few participants for a test) stands under the title."""
+    unfitted = unfitted or {}
     seen = [] if observed is None else list(observed["outcome"])
-    labels = list(dict.fromkeys([*seen, *predicted["outcome"]]))
-    conditions = sorted(predicted["condition"].unique(), key=str)
+    labels = list(dict.fromkeys([*seen, *unfitted, *predicted["outcome"]]))
+    shown = [] if observed is None else list(observed["condition"])
+    conditions = sorted({*predicted["condition"], *shown}, key=str)
+    colours = colours or robot_colours(conditions)
     figure, axis = plt.subplots(figsize=(7.5, 0.55 * len(labels) * len(conditions) / 2 + 1.8))
     step = 0.7 / max(len(conditions), 1)
     for k, condition in enumerate(conditions):
@@ -381,19 +399,27 @@ def intervals_figure(predicted: pd.DataFrame, observed: pd.DataFrame | None = No
         y = np.arange(len(labels))[::-1] + (k - (len(conditions) - 1) / 2) * step
         low = (part["predicted_mean"] - part["ci_low"]).clip(lower=0)
         high = (part["ci_high"] - part["predicted_mean"]).clip(lower=0)
+        tint = colours[str(condition)]
         axis.errorbar(part["predicted_mean"], y, xerr=[low, high], fmt="o", capsize=3,
-                      color=colour(condition, k), label=str(condition))
+                      color=tint, label=str(condition))
         if observed is not None:
             seen = observed[observed["condition"] == condition].set_index("outcome").reindex(
                 labels)
-            axis.scatter(seen["mean"], y, facecolors="none", edgecolors=colour(condition, k),
-                         s=40, zorder=3)
-    axis.set_yticks(np.arange(len(labels))[::-1], labels)
+            axis.scatter(seen["mean"], y, facecolors="none", edgecolors=tint, s=40, zorder=3)
+    rows = np.arange(len(labels))[::-1]
+    for label, why in unfitted.items():
+        axis.text((1 + points) / 2, rows[labels.index(label)],
+                  textwrap.fill(f"model not fitted: {why}", 95), ha="center", va="center",
+                  fontsize=7, style="italic", color=OUTLINE, zorder=1,
+                  bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
+    axis.set_yticks(rows, labels)
     axis.set_xlim(0.8, points + 0.2)
     axis.set_xticks(range(1, points + 1))
     axis.set_xlabel(f"rating (1-{points}); dots: model mean with 95% interval; "
                     "circles: observed mean")
-    axis.set_title("Perceived and predicted fairness by condition")
+    axis.set_title("\n".join(["Perceived and predicted fairness by condition",
+                               *textwrap.wrap(caveat, 80)]),
+                   fontsize=9 if caveat else matplotlib.rcParams["axes.titlesize"])
     axis.legend(title="condition", frameon=False, fontsize=8, loc="center left",
                 bbox_to_anchor=(1.01, 0.5))
     return figure

@@ -37,9 +37,13 @@ from scipy import stats
 
 LEVEL = 0.95
 DRAWS = 400  # parameter draws for the intervals of predicted ratings
+# The fewest participants the report runs a test of ratings on (the paper had 6 and 7 and
+# ran none): below, its numbers are descriptive and it says so.
+MIN_PARTICIPANTS = 10
 MODEL_COLUMNS = ["outcome", "model", "term", "estimate", "ci_low", "ci_high", "p_value",
                  "p_holm", "effect_size", "effect_size_kind", "participants",
                  "observations", "note"]
+ORDINAL_COLUMNS = [*MODEL_COLUMNS, "warning"]
 
 
 def _z() -> float:
@@ -269,10 +273,14 @@ def ordinal_model(frame: pd.DataFrame, outcome: str = "value", label: str | None
     reference = reference or (sorted(data["condition"].unique(), key=str) or [""])[0]
     empty = pd.DataFrame(columns=["outcome", "condition", "predicted_mean", "ci_low",
                                   "ci_high"])
+
+    def unfitted(note: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        row = {**_empty_row(label, "ordinal", note), "warning": ""}
+        return pd.DataFrame([row], columns=ORDINAL_COLUMNS), empty
+
     if (data["condition"].nunique() < 2 or data["participant_id"].nunique() < 3
             or data[outcome].nunique() < 2):
-        return pd.DataFrame([_empty_row(label, "ordinal", "too few participants, "
-                                                          "conditions or distinct answers")]), empty
+        return unfitted("too few participants, conditions or distinct answers")
     levels = sorted(data[outcome].unique())
     endog = pd.Series(pd.Categorical(data[outcome], categories=levels, ordered=True),
                       index=data.index)
@@ -280,9 +288,8 @@ def ordinal_model(frame: pd.DataFrame, outcome: str = "value", label: str | None
     exog, confounded = _full_rank(exog.loc[:, exog.std() > 0])
     parameters = len(levels) - 1 + exog.shape[1]
     if len(data) <= parameters + 1:
-        return pd.DataFrame([_empty_row(label, "ordinal", (
-            f"{len(data)} answers are too few for {parameters} parameters (a threshold "
-            "between each pair of answers used, and the effects)"))]), empty
+        return unfitted(f"{len(data)} answers are too few for {parameters} parameters (a "
+                        "threshold between each pair of answers used, and the effects)")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -290,22 +297,36 @@ def ordinal_model(frame: pd.DataFrame, outcome: str = "value", label: str | None
             result = model.fit(method="bfgs", disp=False, maxiter=2000, cov_type="cluster",
                                cov_kwds={"groups": data["participant_id"].to_numpy()})
         except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as error:
-            return pd.DataFrame([_empty_row(label, "ordinal", f"not fitted: {error}")]), empty
+            return unfitted(f"not fitted: {error}")
     converged = bool(result.mle_retvals.get("converged", True))
     params, cov = result.params, result.cov_params()
     terms = [t for t in exog.columns if t.startswith("condition[")]
+    participants = int(data["participant_id"].nunique())
+    warning = _too_few_warning(participants)
     note = "; ".join(filter(None, [confounded, _fit_note(converged, bool(caught)),
-                                   factor_test(params, cov, terms)]))
-    rows = [{"outcome": label, "model": "ordinal (cluster-robust)", **pair,
+                                   "" if warning else factor_test(params, cov, terms)]))
+    untested = {"p_value": float("nan"), "p_holm": float("nan")} if warning else {}
+    rows = [{"outcome": label, "model": "ordinal (cluster-robust)", **pair, **untested,
              "effect_size": float(np.exp(pair["estimate"])),
              "effect_size_kind": "odds ratio of a higher rating",
-             "participants": int(data["participant_id"].nunique()),
-             "observations": len(data), "note": note}
+             "participants": participants, "observations": len(data), "note": note,
+             "warning": warning}
             for pair in contrasts(params, cov, _levels(data, reference))]
     predicted = _predicted_means(model, result, data, exog, np.asarray(levels, dtype=float),
                                  reference, seed)
-    return pd.DataFrame(rows, columns=MODEL_COLUMNS), predicted.assign(outcome=label)[
+    return pd.DataFrame(rows, columns=ORDINAL_COLUMNS), predicted.assign(outcome=label)[
         ["outcome", "condition", "predicted_mean", "ci_low", "ci_high"]]
+
+
+def _too_few_warning(participants: int) -> str:
+    """The ordinal model's notice below ``MIN_PARTICIPANTS``, worded as the other tests'
+    (``questionnaires.sample_warning``): a handful of people can separate the answers, and
+    the odds ratio then runs to millions."""
+    if participants >= MIN_PARTICIPANTS:
+        return ""
+    return (f"Only {participants} participants answered the item: too few for a test "
+            f"(fewer than {MIN_PARTICIPANTS}); its ordinal model's estimates are descriptive, "
+            "with no p value.")
 
 
 def _predicted_means(model, result, data: pd.DataFrame, exog: pd.DataFrame,

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.models import holm
+from analysis.models import MIN_PARTICIPANTS, holm
 
-MIN_PAIRS = 10
+MIN_PAIRS = MIN_PARTICIPANTS
 # With 5 non-zero differences the smallest two-sided exact p is 2/32 = 0.0625.
 MIN_NONZERO = 6
 COMPARISON_COLUMNS = ["item", "condition_a", "condition_b", "n_pairs", "n_nonzero",

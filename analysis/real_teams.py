@@ -36,6 +36,12 @@ class TeamTables:
     def any(self) -> bool:
         return not self.teams.empty
 
+    @property
+    def waited(self) -> bool:
+        """Whether anyone entered the lobby: a study of real teams even if no team formed,
+        whose lobby outcomes and waits are then all there is to report."""
+        return not self.lobby.empty
+
 
 def load_teams(path: Path | str) -> TeamTables:
     """The team tables, read only; a database without them gives empty frames."""
@@ -55,8 +61,9 @@ def load_teams(path: Path | str) -> TeamTables:
 
 def flow(tables: TeamTables) -> pd.DataFrame:
     """The participant flow of real teams: teams by how they formed, seats by kind,
-    seats taken over by why, the lobby's outcomes and how long people waited."""
-    if not tables.any:
+    seats taken over by why, the lobby's outcomes and how long people waited (with no
+    team formed, the lobby's alone)."""
+    if not tables.any and not tables.waited:
         return pd.DataFrame(columns=["what", "count"])
     rows = [("teams", len(tables.teams)),
             *((f"teams formed by {name}", n) for name, n in
@@ -73,7 +80,10 @@ def flow(tables: TeamTables) -> pd.DataFrame:
     if len(waited):
         rows += [("lobby wait, median s", round(float(waited.median()), 1)),
                  ("lobby wait, max s", round(float(waited.max()), 1))]
-    return pd.DataFrame(rows, columns=["what", "count"]).astype({"count": object})
+    # counts stay whole numbers beside the waits' seconds (a frame of the rows would make
+    # every count a float, "3.000" people)
+    return pd.DataFrame({"what": [what for what, _ in rows],
+                         "count": pd.Series([count for _, count in rows], dtype=object)})
 
 
 def members(tables: TeamTables) -> pd.DataFrame:

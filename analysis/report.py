@@ -114,14 +114,24 @@ def prepare(datasets: Sequence[StudyData], options: ReportOptions = ReportOption
                  chosen)
 
 
+def _robots(study: Study | None) -> list[str]:
+    """The study's robots, in the protocol's order, then any other condition its sessions
+    ran: the order ``figures.robot_colours`` colours them in."""
+    if study is None:
+        return []
+    ran = study.data.sessions.get("condition", pd.Series(dtype=object)).dropna()
+    return [*study.design.conditions, *sorted(set(ran.astype(str)))]
+
+
 def participant_sections(study: Study, out: Path, options: ReportOptions) -> list[Section]:
     """Flow, the teams under study, participants, performance, conditions, questionnaires,
     the within-subject models, fairness over time, the seed metrics and parity, all on the
     analysis set."""
     real = real_teams.load_teams(study.data.metadata["database"]) \
         if "database" in study.data.metadata else None
+    teamed = real is not None and (real.any or real.waited or study.design.real_teams)
     sections = [_flow_section(study, out), _real_teams_section(real, out)
-                if real is not None and real.any else _teams_section(study, out)]
+                if teamed else _teams_section(study, out)]
     calibration = calibration_section(study.data, options.protocol, out)
     sections += [Section(**calibration)] if calibration else []
     data = study.analysed
@@ -135,7 +145,7 @@ def participant_sections(study: Study, out: Path, options: ReportOptions) -> lis
                      _design_section(outcomes, study, out),
                      *([_clipped_section(study)]
                        if study.design.clipped_capability == "keep" else []),
-                     _session_time_section(data, out),
+                     _session_time_section(data, out, figures.robot_colours(_robots(study))),
                      _session_metrics_section(data, outcomes),
                      _participant_parity_section(data, outcomes, options.attributes, out)]
     return sections
@@ -173,9 +183,25 @@ def _flow_section(study: Study, out: Path) -> Section:
 
 def _real_teams_section(tables: real_teams.TeamTables, out: Path) -> Section:
     """Real teams (docs/teams.md): how they formed, who played each seat, per-member
-    fairness for h humans, and person-versus-person parity inside teams."""
+    fairness for h humans, and person-versus-person parity inside teams; with no team
+    formed, how the people who waited left the lobby and how long they waited."""
+    section = _teams_formed(tables) if tables.any else Section("Real teams", (
+        f"No team formed: {len(tables.lobby)} people entered the lobby. The team flow "
+        "counts how each left it (a timer's timeout, leaving after the wait, or still "
+        "waiting) and how long they waited."), [("Team flow", real_teams.flow(tables))])
+    waits = (tables.lobby["left_at"] - tables.lobby["entered_at"]).dropna() \
+        if tables.waited else pd.Series(dtype=float)
+    if len(waits):
+        section.figures.append(("Time in the lobby", figures.save(
+            figures.lobby_figure(waits.to_numpy()), out, "lobby_wait")))
+    return section
+
+
+def _teams_formed(tables: real_teams.TeamTables) -> Section:
+    """The teams that formed: the flow, the teams, each member per session, and every
+    two people of a team against each other."""
     members = real_teams.members(tables)
-    section = Section("Real teams", (
+    return Section("Real teams", (
         "Several people under one robot, formed in the lobby. Per member and session: the "
         "kits on their most capable and most preferred types, the fairness share b_i and "
         "O_i/I_i of MODEL.md, whose spreads (max - min over the team) are |F| and |FE| for "
@@ -186,11 +212,6 @@ def _real_teams_section(tables: real_teams.TeamTables, out: Path) -> Section:
         [("Team flow", real_teams.flow(tables)), ("Teams", real_teams.team_summary(tables)),
          ("Members per session", members),
          ("Person against person inside teams", real_teams.person_parity(members))])
-    waits = (tables.lobby["left_at"] - tables.lobby["entered_at"]).dropna()
-    if len(waits):
-        section.figures.append(("Time in the lobby", figures.save(
-            figures.lobby_figure(waits.to_numpy()), out, "lobby_wait")))
-    return section
 
 
 def _teams_section(study: Study, out: Path) -> Section:
@@ -267,7 +288,8 @@ def _performance_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Sec
                                 figures.allocations_figure(
                                     table, "Allocations in the study",
                                     study.design.rounds_per_session or int(
-                                        outcomes["rounds_capable_participant"].max() or 8)),
+                                        outcomes["rounds_capable_participant"].max() or 8),
+                                    figures.robot_colours(_robots(study))),
                                 out, "allocations_study")))
     return section
 
@@ -318,7 +340,7 @@ def _conditions_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Sect
         "scale), the observed means, and the predicted rating with its range."),
         [("Per condition", summary)])
     rated = _likert_answers(study)
-    _, predicted = _ordinal_models(study, rated, 0)
+    effects, predicted = _ordinal_models(study, rated, 0)
     if not rated.empty:
         observed = rated.groupby(["label", "condition"], sort=False)["value"].mean().rename(
             "mean").reset_index().rename(columns={"label": "outcome"})
@@ -328,10 +350,35 @@ def _conditions_section(outcomes: pd.DataFrame, study: Study, out: Path) -> Sect
                                   "predicted_mean": fair.mean().to_numpy(),
                                   "ci_low": fair.min().to_numpy(),
                                   "ci_high": fair.max().to_numpy()})
+        section.warnings = _warnings(effects)
         section.figures.append(("Perceived and predicted fairness", figures.save(
             figures.intervals_figure(pd.concat([predicted, model_row], ignore_index=True),
-                                     observed, _points(study)), out, "ratings")))
+                                     observed, _points(study),
+                                     figures.robot_colours(_robots(study)),
+                                     _unfitted(effects), _caveat(section.warnings)),
+            out, "ratings")))
     return section
+
+
+def _warnings(table: pd.DataFrame) -> list[str]:
+    """A table's notices of too few participants for a test, once each."""
+    return sorted({w for w in table.get("warning", pd.Series(dtype=object)).dropna() if w})
+
+
+def _caveat(warnings: list[str]) -> str:
+    """The ratings figure's line under its title when a model had too few participants
+    for a test, so the figure says so wherever it is shown."""
+    return (f"Fewer than {models.MIN_PARTICIPANTS} participants: too few for a test, the "
+            "model means are descriptive." if warnings else "")
+
+
+def _unfitted(effects: pd.DataFrame) -> dict[str, str]:
+    """The items whose ordinal model was not fitted, with why (its note)."""
+    if effects.empty:
+        return {}
+    failed = effects[effects["estimate"].isna()]
+    return {str(row.outcome): str(row.note).removeprefix("not fitted: ")
+            for row in failed.itertuples()}
 
 
 def _questionnaire_section(study: Study, out: Path) -> Section:
@@ -349,7 +396,7 @@ def _questionnaire_section(study: Study, out: Path) -> Section:
         [("Likert items by condition", described),
          ("Within-participant comparisons", compared),
          ("Ordinal models per item", effects)])
-    section.warnings = sorted({w for w in compared["warning"] if w})
+    section.warnings = sorted({*_warnings(compared), *_warnings(effects)})
     if not likert.empty:
         counts = likert.groupby(["label", "condition", "value"], sort=False).size().rename(
             "n").reset_index()
@@ -519,6 +566,7 @@ def _clipped_section(study: Study) -> Section:
         return section
     section.tables = [(f"{caption} {label}", frame)
                       for caption, frame in _confirmatory_tables(without)]
+    section.warnings = sorted({w for _, frame in section.tables for w in _warnings(frame)})
     return section
 
 
@@ -541,7 +589,7 @@ def _tied_section_part(section: Section, study: Study, outcomes: pd.DataFrame,
                                outcomes, rated, names, tied, _points(study))))
 
 
-def _session_time_section(data: StudyData, out: Path) -> Section:
+def _session_time_section(data: StudyData, out: Path, colours: dict[str, str]) -> Section:
     summary, per_round = sessions.session_fairness_over_time(data)
     by_condition = summary.drop(columns=["participant_id", "session_id"]).groupby(
         ["condition", "algorithm", "round_order"]).mean().reset_index()
@@ -555,11 +603,11 @@ def _session_time_section(data: StudyData, out: Path) -> Section:
         [("Mean per condition", by_condition), ("Per session", summary)])
     section.figures.append(("Running |F| per condition", figures.save(
         figures.running_fairness_figure(per_round, ["condition"], "F",
-                                        "Running unfairness |F| in the sessions"),
+                                        "Running unfairness |F| in the sessions", colours),
         out, "sessions_running_F")))
     section.figures.append(("Running |FE| per condition", figures.save(
         figures.running_fairness_figure(per_round, ["condition"], "FE",
-                                        "Running fair-equity |FE| in the sessions"),
+                                        "Running fair-equity |FE| in the sessions", colours),
         out, "sessions_running_FE")))
     return section
 
@@ -663,8 +711,9 @@ def pool_sections(pool: pd.DataFrame, record: dict, out: Path, options: ReportOp
                                 json.dumps(v) for v in spec.to_dict().values()]}))])]
     if "fair_gap" in pool:
         sections.append(_gap_section(pool, types, out))
-    sections.append(_allocation_section(pool, spec, out))
-    sections.append(_order_section(pool, algorithms, spec, out, options))
+    colours = figures.robot_colours([*_robots(study), *spec.algorithms])
+    sections.append(_allocation_section(pool, spec, out, colours))
+    sections.append(_order_section(pool, algorithms, spec, out, options, colours))
     sections.append(_tradeoff_section(pool, types, spec, out, options))
     sections.append(_pool_parity_section(pool, types, spec, out, options))
     sections.append(_pool_metrics_section(pool, types, spec, options))
@@ -686,7 +735,8 @@ def _gap_section(pool: pd.DataFrame, types: pd.Series, out: Path) -> Section:
             figures.gaps_figure(pool, types, PAPER_FAIR_GAP), out, "pool_gaps"))])
 
 
-def _allocation_section(pool: pd.DataFrame, spec: PoolSpec, out: Path) -> Section:
+def _allocation_section(pool: pd.DataFrame, spec: PoolSpec, out: Path,
+                        colours: dict[str, str]) -> Section:
     table = simulation.allocation_summary(pool, spec.algorithms)
     rounds = sum(spec.kits) // spec.humans
     return Section("Simulation Study #2: allocations", (
@@ -694,12 +744,13 @@ def _allocation_section(pool: pd.DataFrame, spec: PoolSpec, out: Path) -> Sectio
         "most preferred task type, per algorithm and team type (the paper's Figure 4)."),
         [("Allocations", table)],
         [("Allocations per team type", figures.save(
-            figures.allocations_figure(table, "Allocations in simulation", rounds), out,
+            figures.allocations_figure(table, "Allocations in simulation", rounds,
+                                       colours), out,
             "allocations_pool"))])
 
 
 def _order_section(pool: pd.DataFrame, algorithms: list[Algorithm], spec: PoolSpec,
-                   out: Path, options: ReportOptions) -> Section:
+                   out: Path, options: ReportOptions, colours: dict[str, str]) -> Section:
     summary, per_round = simulation.order_comparison(
         pool, algorithms, sample=options.order_sample, seed=options.seed, kits=spec.kits)
     means = summary.groupby(["team_type", "algorithm", "order"]).mean().reset_index()
@@ -710,7 +761,7 @@ def _order_section(pool: pd.DataFrame, algorithms: list[Algorithm], spec: PoolSp
         "unfairness small at every round."), [("Mean temporal summaries", means)],
         [("Running |F| per policy and order", figures.save(
             figures.running_fairness_figure(per_round, ["algorithm", "order"], "F",
-                                            "Running unfairness |F| in simulation"),
+                                            "Running unfairness |F| in simulation", colours),
             out, "pool_running_F"))])
 
 
