@@ -22,6 +22,10 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PROTOCOL = Path("protocols/study1.toml")
+# The shortest console password served: the console shows every participant and downloads
+# every answer, and its login limit (5 failures a minute per address) slows one address,
+# not many; twelve characters is the length a dictionary word or a name does not reach.
+MIN_CONSOLE_PASSWORD = 12
 # ``study.web.serving.deploy.PORT_RANGE``, spelled out for the help (importing the web app to word
 # the help would slow every command; a test keeps the two equal).
 PORT_RANGE_TEXT = "20000-20999"
@@ -68,6 +72,21 @@ def check_console_guard(args: argparse.Namespace) -> None:
                            "who reaches the server. Set a password first, e.g. export "
                            "STUDY_CONSOLE_PASSWORD='something long' (docs/deploy.md), or, "
                            "for a demo on a trusted network only, add --open-console")
+
+
+def check_console_password() -> None:
+    """Refuse a console password too short to keep the console's data safe (its length is
+    said, never the password)."""
+    from study.allocation.terms import InvalidInput
+
+    password = os.environ.get("STUDY_CONSOLE_PASSWORD", "")
+    if 0 < len(password) < MIN_CONSOLE_PASSWORD:
+        raise InvalidInput("STUDY_CONSOLE_PASSWORD", f"{len(password)} characters",
+                           f"the console password needs at least {MIN_CONSOLE_PASSWORD} "
+                           "characters: the console shows every participant and lets "
+                           "whoever logs in download every answer. Choose a longer one, "
+                           "e.g. export STUDY_CONSOLE_PASSWORD=\"$(openssl rand -base64 24)\" "
+                           "(docs/deploy.md)")
 
 
 def warn_open_console(args: argparse.Namespace) -> None:
@@ -218,6 +237,7 @@ def tls_of(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     check_ports(args)
     tls = tls_of(args)
+    check_console_password()
     check_console_guard(args)
     if args.workers == 1 and tls is None:
         # gunicorn's gevent worker patches the standard library when it starts; patching

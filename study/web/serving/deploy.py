@@ -38,6 +38,9 @@ from study.web.serving.websockets import ROUTE_PARAMETER
 # Connections one gevent worker accepts (gunicorn's default is 1,000).
 WORKER_CONNECTIONS = 10_000
 WORKER_BACKLOG = 2048  # gunicorn's default
+# The longest request line a worker reads: gunicorn's largest bound (its 0 reads lines of
+# any length), twice its default, so every link the study makes fits with room to spare.
+REQUEST_LINE_BYTES = 8190
 # Loopback ports of the workers and Redis when none are given: the first free ones of this
 # range, below Linux's ephemeral ports (32768-60999) that outgoing connections take.
 PORT_RANGE = range(20000, 21000)
@@ -228,6 +231,31 @@ def app_factory(protocol: Path, database: Path, pools: Path, message_queue: str 
     return app
 
 
+def study_worker() -> type:
+    """gunicorn's gevent worker, which answers a request line longer than gunicorn reads
+    (8,190 bytes at most: above that it would read a line of any length) with the study's
+    page for a link without a valid participant id instead of gunicorn's bare "414 Request
+    Line is too large": a start link whose id is 10 kB is a link a participant may follow."""
+    from gunicorn.http.errors import LimitRequestLine
+    from gunicorn.workers.ggevent import GeventWorker
+
+    from study.web.participant.error_pages import overlong_link_answer
+
+    class StudyWorker(GeventWorker):
+        def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+            if not isinstance(exc, LimitRequestLine):
+                super().handle_error(req, client, addr, exc)
+                return
+            self.log.warning("a request line of more than %d bytes: the page for a link "
+                             "without a valid id", self.cfg.limit_request_line)
+            try:
+                client.sendall(overlong_link_answer(self.wsgi))
+            except OSError:
+                self.log.debug("the client left before the page for a long link")
+
+    return StudyWorker
+
+
 def _gunicorn_application(options: dict[str, Any], factory: Any) -> Any:
     from gunicorn.app.base import BaseApplication
 
@@ -270,8 +298,8 @@ class Single:
             f"{self.host}:{self.port}")]
         if self.unix_fd is not None:
             bind.append(f"fd://{self.unix_fd}")
-        options = {"bind": bind, "workers": 1,
-                   "worker_class": "gevent", "worker_connections": WORKER_CONNECTIONS,
+        options = {"bind": bind, "workers": 1, "limit_request_line": REQUEST_LINE_BYTES,
+                   "worker_class": study_worker(), "worker_connections": WORKER_CONNECTIONS,
                    "timeout": 30, "graceful_timeout": 5, "keepalive": 5,
                    "loglevel": "warning", "proc_name": f"study-{self.port}"}
         factory = lambda: app_factory(self.protocol, self.database, self.pools,  # noqa: E731
