@@ -327,8 +327,7 @@ def format_study(study: AlgorithmStudy) -> str:
     lines = [f"pool {pool['name']} ({pool['teams']:,} teams, digest {pool['digest'][:16]})"]
     lines += [f"  {entry['robot']}: {_describe(entry)}; goals {entry['goals']}"
               for entry in study.algorithms]
-    lines.append(f"capability scale: the human model's typical person measures "
-                 f"{pool['capability_scale']}")
+    lines.append(f"capability scale: {pool['capability_scale']}")
     for name, frame in study.tables.items():
         shown = frame.drop(columns=[column for column in ("algorithm", "earlier")
                                     if column in frame and name != "rounds"])

@@ -412,8 +412,10 @@ def toml_list(value: Any) -> str:
     return repr(float(value))
 
 
-def provenance_block(pilot: Pilot, rule: str, changes: Sequence[Change]) -> str:
-    """The ``[calibration]`` block appended to the new protocol."""
+def provenance_block(pilot: Pilot, rule: str, changes: Sequence[Change],
+                     typical: Sequence[float]) -> str:
+    """The ``[calibration]`` block appended to the new protocol; ``typical``: the pilot's
+    typical capability per type under the new reference speeds."""
     listed = "".join(f"    {toml_string(f'{key}: {old} -> {new}')},\n"
                      for key, old, new in changes)
     return ("\n[calibration]\n"
@@ -425,7 +427,8 @@ def provenance_block(pilot: Pilot, rule: str, changes: Sequence[Change]) -> str:
             f"first = {toml_string(pilot.dates[0])}\n"
             f"last = {toml_string(pilot.dates[1])}\n"
             f"rule = {toml_string(rule)}\n"
-            f"changes = [\n{listed}]\n")
+            f"changes = [\n{listed}]\n"
+            f"typical = {toml_list([round(value, 4) for value in typical])}\n")
 
 
 # --- calibrating ------------------------------------------------------------------------

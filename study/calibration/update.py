@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from study.allocation.terms import InvalidInput
 from study.calibration.bounds import bounds_update
 from study.calibration.pilot import (
@@ -60,7 +62,8 @@ def calibrate(protocol: Protocol, text: str, pilot: Pilot, request: Request) -> 
         notes += update.notes
     rule = "; ".join(rules)
     new_text = _with_changes(text, changes)
-    new_text = new_text.rstrip("\n") + "\n" + provenance_block(pilot, rule, changes)
+    typical = [float(np.exp(np.log(t.capabilities(t.new)).mean())) for t in types]
+    new_text = new_text.rstrip("\n") + "\n" + provenance_block(pilot, rule, changes, typical)
     return Calibration(pilot, types, tuple(changes), rule, new_text, tuple(notes))
 
 

@@ -152,11 +152,12 @@ def _algorithms(protocol: Any) -> str:
 
 
 def _scale(protocol: Any) -> str:
-    """Where the human model's typical person measures under the reference speeds, beside
-    the paper's centres: the robots' choices depend on the scale (MODEL.md)."""
+    """Where the protocol's typical person (its pilot's, else the human model's) measures
+    under the reference speeds, beside the paper's centres: the robots' choices depend on
+    the scale (MODEL.md)."""
     from study.people.scale import protocol_scale
 
-    return f"the human model's typical person measures {protocol_scale(protocol).describe()}"
+    return protocol_scale(protocol).describe()
 
 
 def _off_scale(protocol: Any) -> list[str]:

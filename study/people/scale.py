@@ -78,6 +78,7 @@ class Scale:
 
     typical: tuple[float, ...]
     references: tuple[float, ...]
+    source: str = "the human model's typical person"
 
     @property
     def factors(self) -> tuple[float, ...]:
@@ -100,14 +101,20 @@ class Scale:
         return np.clip(np.asarray(c, dtype=float) / np.asarray(self.factors), 0.01, 0.99)
 
     def describe(self) -> str:
-        return (", ".join(f"{TASK_NAMES[j]} {value:.3f} (paper {middle:.3f}, x{k:.2f})"
-                          for j, (value, middle, k) in enumerate(
-                              zip(self.typical, PAPER_CENTRES, self.factors, strict=True))))
+        return f"{self.source} measures " + ", ".join(
+            f"{TASK_NAMES[j]} {value:.3f} (paper {middle:.3f}, x{k:.2f})"
+            for j, (value, middle, k) in enumerate(
+                zip(self.typical, PAPER_CENTRES, self.factors, strict=True)))
 
 
 def protocol_scale(protocol: Protocol) -> Scale:
-    """Where the model's typical person lands under the protocol's reference speeds."""
+    """Where the protocol's typical person lands under its reference speeds: a calibrated
+    protocol's pilot people, as ``study calibrate`` recorded them (people, not a model,
+    fix the speeds), else the human model's typical person."""
     references = tuple(cookie.reference_speed for cookie in protocol.cookies)
+    if protocol.calibrated is not None:
+        people, typical_values = protocol.calibrated
+        return Scale(typical_values, references, f"the pilot's typical person ({people} people)")
     speeds = typical_speeds(protocol)
     return Scale(tuple(s / r for s, r in zip(speeds, references, strict=True)), references)
 

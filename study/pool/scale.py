@@ -98,7 +98,7 @@ def format_same_goal(description: str, shares: Sequence[dict[str, Any]],
     """The scale (``Scale.describe``) and each robot's share (``SameGoal`` as a mapping, as
     ``--json`` prints it) as plain text lines; ``names``: how each robot is shown."""
     names = names or {}
-    lines = [f"capability scale: the human model's typical person measures {description}",
+    lines = [f"capability scale: {description}",
              f"  {'robot':<26}same goal on the paper's scale"]
     for entry in shares:
         line = (f"  {names.get(entry['robot'], entry['robot']):<26}"

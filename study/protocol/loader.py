@@ -220,6 +220,9 @@ class Protocol:
     algorithms: tuple[DeclaredAlgorithm, ...] = ()
     tied_ratings: str = "lowest-index"  # what equal theme ratings lead to (docs/protocol.md)
     clipped_capability: str = "continue"  # what a capability clipped at 0.01 or 0.99 leads to
+    # A calibrated protocol's pilot: its people and their typical capability per type
+    # ([calibration] typical), or None where the reference speeds are the human model's.
+    calibrated: tuple[int, tuple[float, ...]] | None = None
     agent_teammate: str = "disclosed"  # how the pages present the agent teammate
 
     @property
@@ -378,6 +381,8 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
                                doc.analysis.keep_completed_sessions_of_incomplete,
                                doc.analysis.manipulation_check_item,
                                tuple(doc.analysis.manipulation_check_pass)),
+        calibrated=(None if doc.calibration is None or doc.calibration.typical is None
+                    else (doc.calibration.participants, tuple(doc.calibration.typical))),
     )
 
 

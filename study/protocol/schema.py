@@ -571,6 +571,11 @@ class Calibration(Strict):
     rule: str = _text(2000, "How the values were chosen.")
     changes: list[Annotated[str, Field(max_length=2000)]] = Field(
         max_length=20, description="Every value changed, as 'key: old -> new'.")
+    typical: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(
+        None, min_length=2, max_length=2,
+        description="The pilot's typical (geometric mean) capability per task type under the "
+                    "calibrated reference speeds: where the protocol measures people, which "
+                    "`study check` sets beside the paper's centres.")
 
 
 # --- [pool] -----------------------------------------------------------------------------

@@ -38,6 +38,5 @@ def test_the_simulation_study_reads_every_algorithm_on_the_papers_scale(tmp_path
     assert table.loc["fea", "share"] == expected.share
     assert (table.loc["fea", "share"] >= 0.99) == (not scale.off)
     printed = algorithm_study.format_study(study)
-    assert f"capability scale: the human model's typical person measures " \
-           f"{scale.describe()}" in printed
+    assert f"capability scale: {scale.describe()}" in printed
     assert algorithm_study.TABLE_TITLES["paper_scale"] in printed

@@ -27,7 +27,7 @@ from study.calibration.pilot import (
     whole_scale,
 )
 from study.cli import main
-from study.people.scale import PAPER_RANGES
+from study.people.scale import PAPER_RANGES, protocol_scale
 from study.people.speed import DESKTOP, Human, Layout
 from study.pool import Pool, PoolSpec, ensure_pool
 from study.pool.bounds import derive_bounds
@@ -505,3 +505,22 @@ def test_a_pool_of_its_own_ranges_is_its_protocols_target(tmp_path):
                                  "c = [[0.10, 0.40], [0.50, 0.90]]"), encoding="utf-8")
     protocol = load_protocol(path)
     assert [pool_target(protocol, j) for j in range(2)] == [(0.10, 0.40), (0.50, 0.90)]
+
+
+def test_a_calibrated_protocol_is_on_its_pilots_scale(tmp_path, capsys, pilots):
+    """After a pilot, people fix the scale, not the model: the [calibration] block records
+    the pilot's typical capability per type, and `study check` sets that beside the paper's
+    centres, with no warning when the pilot's people sit at them."""
+    code, printed = calibrate(capsys, pilots["fast"], tmp_path / "calibrated.toml")
+    assert code == 0, printed
+    protocol = load_protocol(tmp_path / "calibrated.toml")
+    people, typical = protocol.calibrated
+    block = tomllib.loads((tmp_path / "calibrated.toml").read_text())["calibration"]
+    assert people == PILOT and list(typical) == block["typical"]
+    assert typical == pytest.approx(np.sqrt(np.prod(TARGETS, axis=1)), rel=0.1)
+    scale = protocol_scale(protocol)
+    assert scale.typical == typical and not scale.off
+    assert scale.describe().startswith(f"the pilot's typical person ({PILOT} people) measures")
+    assert main(["check", str(tmp_path / "calibrated.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "the pilot's typical person" in out and "WARNING" not in out

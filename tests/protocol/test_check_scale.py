@@ -38,7 +38,8 @@ def test_a_protocol_off_the_papers_scale_is_warned_of_with_feas_weight_there(tmp
     scale = protocol_scale(load_protocol(path))
     assert scale.off and scale.factor == pytest.approx(0.29, abs=0.01)
     (row,) = [line for line in lines if line.lstrip().startswith("scale ")]
-    assert row.endswith(f"the human model's typical person measures {scale.describe()}")
+    assert row.endswith(scale.describe())
+    assert "the human model's typical person measures" in row
     assert "squares 0.07" in row and "letters 0.22" in row and "x0.29" in row
     (warning,) = [line for line in lines if "WARNING" in line]
     assert "more than 10% off the paper's (squares x0.29, letters x0.29)" in warning
