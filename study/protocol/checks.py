@@ -216,6 +216,7 @@ def cross_problems(doc: schema.ProtocolFile, data: dict[str, Any]) -> Iterator[P
     yield from _algorithm_problems(doc)
     yield from _scale_problems(doc)
     yield from _questionnaire_problems(doc)
+    yield from _probe_problems(doc)
     yield from _robot_reference_problems(doc, data)
     yield from _character_problems(data)
     yield from _calibration_problems(doc)
@@ -392,6 +393,28 @@ def _questionnaire_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
             if name == "session" and item.kind in schema.ROBOT_ITEM_KINDS:
                 yield f"{dotted}.kind", (f'"{item.kind}" is about every robot: ask it in '
                                          "[questionnaires.post], after the last session")
+
+
+def _probe_problems(doc: schema.ProtocolFile) -> Iterator[Problem]:
+    """Every probe names a scale, has its own id and follows rounds a session has."""
+    rounds = sum(doc.study.kits) // (len(doc.team.seats) if doc.team else 2)
+    seen: set[str] = set()
+    for index, probe in enumerate(doc.probes):
+        dotted = f"probes.{index}"
+        if probe.id in seen:
+            yield f"{dotted}.id", f"probe ids must be unique ('{probe.id}' is repeated)"
+        seen.add(probe.id)
+        if probe.scale not in doc.scales:
+            yield f"{dotted}.scale", f"names no scale ({', '.join(sorted(doc.scales))})"
+        after = probe.after
+        numbers = after if isinstance(after, list) else [
+            int(after.removeprefix("every").strip() or 1)]
+        outside = sorted({n for n in numbers if n > rounds})
+        if outside:
+            yield f"{dotted}.after", (f"round {outside[0]} is beyond the {rounds} rounds of "
+                                      "a session")
+        if isinstance(after, list) and len(set(after)) < len(after):
+            yield f"{dotted}.after", "lists a round twice"
 
 
 def _robot_reference_problems(doc: schema.ProtocolFile,

@@ -117,6 +117,24 @@ class Questionnaire:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """A one-tap question asked after some collaborative rounds (``[[probes]]``): ``every``
+    N rounds (N, 2N, ...), or after the ``rounds`` listed."""
+
+    id: str
+    text: str
+    scale: Scale
+    seconds: float
+    every: int | None = None
+    rounds: tuple[int, ...] = ()
+    subject: str = "participant"
+
+    def due_after(self, number: int) -> bool:
+        """Whether the probe is asked once round ``number`` of a session closed."""
+        return number % self.every == 0 if self.every else number in self.rounds
+
+
+@dataclass(frozen=True)
 class Page:
     title: str
     text: str
@@ -224,6 +242,7 @@ class Protocol:
     # ([calibration] typical), or None where the reference speeds are the human model's.
     calibrated: tuple[int, tuple[float, ...]] | None = None
     agent_teammate: str = "disclosed"  # how the pages present the agent teammate
+    probes: tuple[Probe, ...] = ()  # asked between collaborative rounds
 
     @property
     def open_enrolment(self) -> bool:
@@ -371,6 +390,7 @@ def _build(doc: schema.ProtocolFile, path: Path, pool: PoolSpec) -> Protocol:
         preference_prompt=doc.preferences.prompt,
         session_questionnaire=_questionnaire(doc.questionnaires.session, scales),
         post_questionnaire=_questionnaire(doc.questionnaires.post, scales),
+        probes=tuple(_probe(probe, scales) for probe in doc.probes),
         pool=pool,
         recruitment=_recruitment(doc.recruitment),
         bonus=doc.bonus,
@@ -425,6 +445,13 @@ def _condition(condition: schema.Condition,
 def _questionnaire(section: schema.Questionnaire, scales: dict[str, Scale]) -> Questionnaire:
     return Questionnaire(section.title, section.text,
                          tuple(_item(item, scales) for item in section.items))
+
+
+def _probe(probe: schema.Probe, scales: dict[str, Scale]) -> Probe:
+    after = probe.after
+    every = None if isinstance(after, list) else int(after.removeprefix("every").strip() or 1)
+    return Probe(probe.id, probe.text, scales[probe.scale], float(probe.seconds), every,
+                 tuple(after) if isinstance(after, list) else (), probe.subject)
 
 
 def _item(item: Any, scales: dict[str, Scale]) -> Item:

@@ -9,6 +9,7 @@ that must exist, kits that must agree). The same models publish the JSON Schema
 from __future__ import annotations
 
 import math
+import re
 from datetime import date
 from typing import Annotated, Any, Literal
 
@@ -429,6 +430,48 @@ class Questionnaires(Strict):
                                             "robot.")
 
 
+# --- [[probes]] ---------------------------------------------------------------------------
+
+# Who a probe asks about: the person's own kits, or their teammates'.
+PROBE_SUBJECTS = ("participant", "teammates")
+EVERY_PATTERN = r"^every( [1-9][0-9]{0,2})?$"
+MAX_PROBES = 10
+
+
+def _after(value: Any) -> Any:
+    """``after`` is "every", "every N" or a list of round numbers; which rounds a session
+    has is checked against [study] kits (``checks``)."""
+    if isinstance(value, str) and re.match(EVERY_PATTERN, value):
+        return value
+    if isinstance(value, list) and value and all(
+            isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 999 for n in value):
+        return value
+    raise ValueError('must be "every", "every N" (N a whole number from 1) or a list of '
+                     "round numbers from 1, like [2, 4]")
+
+
+class Probe(Strict):
+    """A one-tap question between collaborative rounds (docs/protocol.md, [[probes]])."""
+
+    id: Identifier = Field(description="The probe's name in the data (probes.probe).")
+    text: str = _text(2000, "The question, shown right after the round's result.")
+    scale: Identifier = Field(description="The scale (from [scales]) of the answer buttons.")
+    after: Annotated[
+        str | list[int], BeforeValidator(_after),
+        WithJsonSchema({"anyOf": [{"type": "string", "pattern": EVERY_PATTERN},
+                                  {"type": "array", "minItems": 1,
+                                   "items": {"type": "integer", "minimum": 1}}]}),
+    ] = Field(description='Which rounds of a session it follows: "every", "every N" '
+                          "(rounds N, 2N, ...) or a list of round numbers.")
+    seconds: float = Field(gt=0, le=LIMITS["seconds"],
+                           description="How long it stays open after the round closed; "
+                                       "unanswered by then it is recorded as missed.")
+    subject: Literal[PROBE_SUBJECTS] = Field(
+        "participant", alias="for",
+        description="participant: about the person's own kits; teammates: about their "
+                    "teammates' kits.")
+
+
 # --- [texts] ------------------------------------------------------------------------------
 
 
@@ -699,6 +742,10 @@ class ProtocolFile(Strict):
     scales: dict[Identifier, Scale] = Field(min_length=1, max_length=20)
     preferences: Preferences
     questionnaires: Questionnaires
+    probes: list[Probe] = Field(
+        default_factory=list, max_length=MAX_PROBES,
+        description="One-tap questions between collaborative rounds, stored per person, "
+                    "round and probe (docs/protocol.md).")
     texts: Texts = Field(default_factory=Texts,  # type: ignore[valid-type]
                          description="The page's own words (buttons, labels, timers, "
                                      "messages), each overriding its default.")

@@ -139,6 +139,13 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
          "p_squares": REAL, "p_letters": REAL, "at": REAL},
         {"participant_id", "pool", "pool_team", "participant_human", "distance", "at"},
         [("participant_id", "participants")], []),
+    "probes": (
+        {"id": INT, "participant_id": INT, "session_id": INT, "round_id": INT,
+         "session_number": INT, "round_number": INT, "probe": TEXT, "shown_at": REAL,
+         "deadline": REAL, "answered_at": REAL, "value": INT, "missed": INT},
+        {"participant_id", "session_id", "round_id", "session_number", "round_number",
+         "probe", "deadline", "missed"},
+        [("participant_id", "participants")], [["participant_id", "round_id", "probe"]]),
     "messages": (
         {"id": INT, "participant_id": INT, "msg_id": TEXT, "event": TEXT, "at": REAL},
         {"participant_id", "msg_id", "event", "at"}, [("participant_id", "participants")],
@@ -165,6 +172,9 @@ SCHEMA: dict[str, tuple[dict[str, type], set[str], list[tuple[str, str]], list[l
         {"participant_id", "token", "created_at"}, [("participant_id", "participants")],
         [["participant_id"], ["token"]]),
 }
+
+# Column defaults: a probe is not missed until its deadline passed unanswered.
+DEFAULTS = {"probes": {"missed": 0}}
 
 # A team's own tables (docs/teams.md): shared by its members, so a member's withdrawal
 # deletes none of them; the seat keeps its place with ``participant_id`` cleared.
@@ -214,7 +224,7 @@ SERVER_SCHEMA: dict[str, tuple[dict[str, type], str]] = {
 }
 
 # Tables holding a participant's data, children before parents (deletion order).
-PARTICIPANT_TABLES = ("cookies", "progress", "allocations", "measurements", "answers",
+PARTICIPANT_TABLES = ("probes", "cookies", "progress", "allocations", "measurements", "answers",
                       "rounds", "teammates", "sessions", "steps", "messages", "rejections",
                       "rejection_counts", "bindings")
 # A refused message's payload is kept up to this many bytes, and only for the first few
@@ -340,7 +350,8 @@ class Storage:
             for name, (columns, not_null, foreign_keys, uniques) in SCHEMA.items():
                 pk = "participant_id" if name == "teammates" else "id"
                 self.db[name].create(columns, pk=pk, not_null=not_null,
-                                     foreign_keys=foreign_keys, if_not_exists=True)
+                                     foreign_keys=foreign_keys, defaults=DEFAULTS.get(name),
+                                     if_not_exists=True)
                 self._add_missing_columns(name, columns)
                 for group in uniques:
                     self.db[name].create_index(group, unique=True, if_not_exists=True)
@@ -364,6 +375,9 @@ class Storage:
             # The round scheduler's deadline queue: open rounds ordered by deadline.
             self.db.execute("CREATE INDEX IF NOT EXISTS rounds_open_by_deadline ON "
                             "rounds(deadline) WHERE closed_at IS NULL")
+            # The probes still open, for the clock that marks them missed.
+            self.db.execute("CREATE INDEX IF NOT EXISTS probes_open_by_deadline ON "
+                            "probes(deadline) WHERE answered_at IS NULL AND missed = 0")
             # What the team clock reads at every tick: who has a page open, who waits in
             # the lobby, which teams still play, which team rounds are due.
             self.db.execute("CREATE INDEX IF NOT EXISTS connections_by_code ON "

@@ -56,3 +56,21 @@ def study2_at(folder: Path, squares: float, letters: float, extra: str = "",
     path = folder / f"study2-{squares}-{letters}-{teams}.toml"
     path.write_text(text + extra, encoding="utf-8")
     return path
+
+
+# A round probe after every round (docs/protocol.md, [[probes]]).
+PROBES = '''
+[[probes]]
+id = "fair_round"
+text = "How fair was the robot's choice of kits this round?"
+scale = "agreement"
+after = "every"
+seconds = 8
+'''
+
+
+def three_with_probes(folder: Path, probes: str = PROBES) -> Path:
+    """The three-robot protocol asking ``probes`` between its rounds."""
+    path = folder / "three-probes.toml"
+    path.write_text(THREE.read_text(encoding="utf-8") + probes, encoding="utf-8")
+    return path

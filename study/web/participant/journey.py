@@ -30,6 +30,7 @@ from study.web.participant.agent_team import AgentTeam
 from study.web.participant.outbox import Notify, Outbox, Unheard
 from study.web.participant.pages import TERMINAL
 from study.web.participant.playing import Rounds, TeammateTimes
+from study.web.participant.probes import Probes
 from study.web.participant.real_teams import RealTeams
 from study.web.participant.records import Records
 from study.web.participant.rejections import Rejected
@@ -97,14 +98,16 @@ class Journey:
         records = Records(storage)
         self.teams = RealTeams(protocol, storage, teammates, records.advance, records.session)
         teammate_times = TeammateTimes(protocol, storage)
-        self.page = PageState(protocol, storage, clock, records, self.teams, teammate_times)
+        self.probes = Probes(protocol, storage)
+        self.page = PageState(protocol, storage, clock, records, self.teams, teammate_times,
+                              self.probes)
         self.outbox = Outbox(storage, self.teams, self.page.state, notify)
         policies = Policies(protocol)
         self.agent_team = AgentTeam(protocol, storage, clock, teammates, records, self.teams,
                                     policies, self.outbox,
                                     lambda work: background(_unless_unavailable(work)))
         self.rounds = Rounds(protocol, storage, clock, records, self.teams, policies,
-                             teammate_times, self.agent_team, self.outbox)
+                             teammate_times, self.agent_team, self.outbox, self.probes)
         self.steps = Steps(protocol, storage, clock, records, self.teams, self.outbox)
 
     # --- enrolment and joining ----------------------------------------------------------
@@ -298,7 +301,7 @@ class Journey:
         applies them."""
         return {"submit": self.steps.submit, "start_round": self.rounds.start_round,
                 "cookie": self.rounds.cookie, "progress": self.rounds.progress,
-                "withdraw": self.steps.withdraw}
+                "probe": self.probes.answer, "withdraw": self.steps.withdraw}
 
     def _check_message(self, participant: dict[str, Any], payload: Any) -> str:
         if not isinstance(payload, dict):

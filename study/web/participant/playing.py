@@ -23,6 +23,7 @@ from study.web.participant.agent_team import AgentTeam
 from study.web.participant.inputs import whole
 from study.web.participant.outbox import Outbox
 from study.web.participant.pages import ROUND_STEPS
+from study.web.participant.probes import Probes
 from study.web.participant.progress import placement
 from study.web.participant.real_teams import RealTeams
 from study.web.participant.records import Records
@@ -70,7 +71,8 @@ class Rounds:
 
     def __init__(self, protocol: Protocol, storage: Storage, clock: Callable[[], float],
                  records: Records, teams: RealTeams, policies: Policies,
-                 teammate_times: TeammateTimes, agent_team: AgentTeam, outbox: Outbox) -> None:
+                 teammate_times: TeammateTimes, agent_team: AgentTeam, outbox: Outbox,
+                 probes: Probes) -> None:
         self.protocol = protocol
         self.storage = storage
         self.clock = clock
@@ -80,6 +82,7 @@ class Rounds:
         self.teammate_times = teammate_times
         self.agent_team = agent_team
         self.outbox = outbox
+        self.probes = probes
 
     def start_round(self, participant: dict[str, Any], payload: dict[str, Any],
                     now: float) -> None:
@@ -222,6 +225,7 @@ class Rounds:
         with self.storage.durable_together():
             closed = self._close_overdue(now, reason, alive_until, share)
             changed = self.teams.tick(now, reason, share)  # timers, presence and rounds
+            self.probes.mark_missed(now)
         for row in closed:
             self.teammate_times.forget(row["id"])
             changed.add(row["participant_id"])
@@ -318,6 +322,7 @@ class Rounds:
                 "closed_at": now, "close_reason": reason, "close_delay": delay,
                 "teammate_cookies": row["teammate_cookies"],
                 "alive_until": alive_until if cut else None})
+            self.probes.open_after(row, now)
             session = self.storage.one("SELECT * FROM sessions WHERE id = ?", (row["session_id"],))
             row["session_rounds"] = session["rounds"]  # type: ignore[index]
             if row["number"] == session["rounds"]:  # type: ignore[index]

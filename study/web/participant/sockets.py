@@ -37,7 +37,7 @@ from study.web.participant.station_pushes import INTERVAL_SECONDS, StationPushes
 from study.web.serving.counters import UNJOINED, Counter
 from study.web.serving.processes import Processes
 
-EVENTS = ("submit", "start_round", "cookie", "progress", "withdraw", "sync")
+EVENTS = ("submit", "start_round", "cookie", "progress", "probe", "withdraw", "sync")
 PRE_JOIN_LIMIT = 10  # messages (joins included) a connection may send before joining
 REFUSAL_LIMIT = 100  # refused messages in a row before a joined connection is dropped
 DROP_DELAY = 0.05  # seconds between the last answer and the disconnect

@@ -12,6 +12,7 @@ from study.task.cookies import target
 from study.web.participant import ends, pages
 from study.web.participant.pages import ROUND_STEPS, session_number
 from study.web.participant.playing import TeammateTimes, next_teammate_cookie
+from study.web.participant.probes import Probes
 from study.web.participant.progress import report_seconds
 from study.web.participant.real_teams import RealTeams
 from study.web.participant.records import Records
@@ -27,13 +28,15 @@ class PageState:
     """``Journey.state``: what a participant's page shows, from the database and the clock."""
 
     def __init__(self, protocol: Protocol, storage: Storage, clock: Callable[[], float],
-                 records: Records, teams: RealTeams, teammate_times: TeammateTimes) -> None:
+                 records: Records, teams: RealTeams, teammate_times: TeammateTimes,
+                 probes: Probes) -> None:
         self.protocol = protocol
         self.storage = storage
         self.clock = clock
         self.records = records
         self.teams = teams
         self.teammate_times = teammate_times
+        self.probes = probes
 
     def state(self, code: str) -> dict[str, Any]:
         """Everything the participant's page needs, rebuilt from the database."""
@@ -47,14 +50,16 @@ class PageState:
         robots = pages.robots_met(self.storage, pid) if step == "post" else None
         # the team page's version says who is in the person's team
         team_page = self.teams.team_page(pid) if step == "teammate" else "team"
-        state = {"code": code, "step": step, "now": self.clock(),
+        now = self.clock()
+        state = {"code": code, "step": step, "now": now,
                  "progress": pages.progress(self.protocol, step),
                  "session": pages.session_label(self.protocol, step),
                  "page": pages.page(self.protocol, step, robot, transparency,
                                     team_page, robots),
                  "robot": {"name": robot} if robot else None, "round": None,
                  "agent_teammate": self.protocol.agent_teammate,
-                 "last_round": self._last_round_summary(pid)}
+                 "last_round": self._last_round_summary(pid),
+                 "probes": self.probes.open_for(pid, now)}
         state.update(pages.status(self.protocol, self.storage, participant))  # type: ignore[arg-type]
         state["end"] = ends.end_of(self.protocol, self.storage, participant,  # type: ignore[arg-type]
                                    state["hold"])
