@@ -97,6 +97,12 @@ function row(participant) {
       ? " same plan for two robots" : " same plan for both robots";
     step.append(same);
   }
+  if (participant.probes) {
+    const probes = document.createElement("small");
+    probes.className = "probes";
+    probes.textContent = " probes: " + participant.probes.answered + " answered, " + participant.probes.missed + " missed";
+    step.append(probes);
+  }
   if (participant.team && !participant.team.target_met) {
     const off = document.createElement("strong");
     off.className = "warning";

@@ -1,8 +1,10 @@
 // The participant's page: draws each step from the state the server sends. This entry
 // module wires the parts: the connection (connection.js) hands each state to `render`,
-// which picks the step's view from steps.js, rounds.js or stations.js.
+// which picks the step's view from steps.js, rounds.js or stations.js, and shows an open
+// round probe in it (probes.js).
 import { connect, join, socket, state } from "./connection.js";
 import { el, showMessage, stopTicking } from "./page.js";
+import { withProbe } from "./probes.js";
 import { guardRound, updateRound, viewReady, viewRound } from "./rounds.js";
 import { receiveStation, updateWaiting, viewLobby, viewTeammate } from "./stations.js";
 import {
@@ -36,7 +38,7 @@ function render() {
   if (!view && /^questionnaire-/.test(state.step)) view = viewQuestionnaire;
   if (!view && round) view = round.running ? viewRound : viewReady;
   if (!view) view = () => card(state.page);
-  app.replaceChildren(view());
+  app.replaceChildren(hold ? view() : withProbe(view()));
   window.scrollTo(0, 0);
 }
 

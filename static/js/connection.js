@@ -85,7 +85,8 @@ function oneMoment(reply, retry) {
 
 // Refusals the page answers by showing the state that comes with them, not with a toast:
 // a double click's second message, a step already taken, the experimenter's hold.
-const QUIET = new Set(["duplicate", "out-of-order", "paused", "aborted", "finished"]);
+const QUIET = new Set(["duplicate", "out-of-order", "paused", "aborted", "finished",
+  "probe-answered", "probe-missed"]);
 
 function explain(reason) {
   const key = reason.replace(/-/g, "_");

@@ -123,6 +123,24 @@ CODEBOOK: tuple[Table, ...] = (
         Column("step", "TEXT", "the step entered", allowed=STEPS),
         _at(),
     )),
+    Table("probes", "one round probe asked of one person after one collaborative round "
+          "(the protocol's [[probes]]; a row is made when the round closes)", (
+        _id(), _fk("participant_id", "participants"), _fk("session_id", "sessions"),
+        _fk("round_id", "rounds"),
+        Column("session_number", "INTEGER", "the session the round belongs to",
+               allowed=SESSIONS),
+        Column("round_number", "INTEGER", "the round within its session that the probe "
+               "followed", allowed="1..rounds of a session"),
+        Column("probe", "TEXT", "the probe's id in the protocol"),
+        _at("shown_at", "when the page reported showing the probe (empty if never shown)"),
+        _at("deadline", "when the probe closed: the round's close plus the probe's seconds"),
+        _at("answered_at", "when the answer arrived (empty if not answered)"),
+        Column("value", "INTEGER", "the point tapped on the probe's scale (the first "
+               "answer; later ones are refused)", units="scale points",
+               allowed="1..points of the probe's scale, or empty when not answered"),
+        Column("missed", "INTEGER", "whether the deadline passed unanswered (set by the "
+               "clock or the next state read after the deadline)", allowed="0, 1"),
+    )),
     Table("answers", "one answer to one survey or questionnaire item", (
         _id(), _fk("participant_id", "participants"),
         Column("questionnaire", "TEXT", "which survey the item belongs to: the ratings, "

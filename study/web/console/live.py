@@ -103,6 +103,7 @@ def participant_rows(storage: Any, participants: list[dict[str, Any]],
     allocations = _kits_by_round(storage, ids)
     _give_way()
     statuses = _statuses(storage, ids)
+    probe_counts = _probe_counts(storage, ids)
     teams = {row["participant_id"]: row for row in storage.all(
         "SELECT participant_id, live_type, participant_role, target_met FROM teammates "
         f"WHERE participant_id IN {AMONG}", (ids,))}
@@ -122,6 +123,7 @@ def participant_rows(storage: Any, participants: list[dict[str, Any]],
             "note": status.get("note"), "connections": connected(participant["code"]),
             "robots_identical": participant.get("robots_identical") == 1,
             "team": _team_view(teams.get(participant["id"])),
+            "probes": probe_counts.get(participant["id"]),
             "sessions": sessions_seen, "current": _current_round(sessions_seen),
         })
     return rows
@@ -214,6 +216,16 @@ def _statuses(storage: Any, ids: str) -> dict[int, dict[str, Any]]:
         return {}
     return {row["participant_id"]: row for row in storage.all(
         f"SELECT * FROM console_status WHERE participant_id IN {AMONG}", (ids,))}
+
+
+def _probe_counts(storage: Any, ids: str) -> dict[int, dict[str, int]]:
+    """Round probes answered and missed so far, per participant who was asked any: the
+    experimenter sees who skips them while the study runs."""
+    return {row["participant_id"]: {"answered": row["answered"], "missed": row["missed"]}
+            for row in storage.all(
+                "SELECT participant_id, count(answered_at) AS answered, sum(missed) AS "
+                f"missed FROM probes WHERE participant_id IN {AMONG} GROUP BY participant_id",
+                (ids,))}
 
 
 def _sessions_by_participant(storage: Any, ids: str) -> dict[int, list[dict[str, Any]]]:

@@ -4,12 +4,17 @@ marked missed by the clock or the next state read, and the state a refreshed pag
 
 from __future__ import annotations
 
+import io
 import itertools
 from typing import Any
 
+import pandas as pd
 import pytest
 from support.protocols import PROBES, three_with_probes
 from support.web import FakeClock, make_app, moment, rows, small_pool
+
+from study.exports.tables import build_export
+from study.web.console import live
 
 SECONDS = 8.0
 
@@ -179,3 +184,38 @@ def test_a_withdrawal_deletes_the_probes(tmp_path, teammates):
     person.answer(person.play_round(1), 4)
     assert person.send("withdraw", {})["ok"]
     assert probes_of(person) == []
+
+
+def test_study_export_writes_the_probes_with_their_codebook(tmp_path, teammates):
+    person = person_of(tmp_path, teammates)
+    person.answer(person.play_round(1), 4)
+    person.clock.advance(1.0)
+    person.play_round(2)
+    person.journey.tick(person.clock.advance(SECONDS))
+    export = build_export(tmp_path / "study.sqlite")
+    table = pd.read_csv(io.BytesIO(export.files["probes.csv"]))
+    assert table["probe"].tolist() == ["fair_round", "fair_round"]
+    assert table[["round_number", "value", "missed"]].fillna(-1).values.tolist() == [
+        [1, 4, 0], [2, -1, 1]]
+    assert pd.read_parquet(io.BytesIO(export.files["probes.parquet"]))["value"].tolist()[0] == 4
+    codebook = pd.read_csv(io.BytesIO(export.files["codebook.csv"]))
+    assert codebook.loc[codebook["table"] == "probes", "column"].tolist() == [
+        "id", "participant_id", "session_id", "round_id", "session_number", "round_number",
+        "probe", "shown_at", "deadline", "answered_at", "value", "missed"]
+
+
+def test_the_console_counts_each_persons_answered_and_missed_probes(tmp_path, teammates):
+    person = person_of(tmp_path, teammates)
+    storage = person.journey.storage
+    participant = storage.participant("prober")
+
+    def counted() -> Any:
+        return live.participant_rows(storage, [participant], lambda code: 0)[0]["probes"]
+
+    assert counted() is None  # asked nothing yet
+    person.answer(person.play_round(1), 5)
+    person.clock.advance(1.0)
+    person.play_round(2)
+    assert counted() == {"answered": 1, "missed": 0}
+    person.journey.tick(person.clock.advance(SECONDS))
+    assert counted() == {"answered": 1, "missed": 1}
