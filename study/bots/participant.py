@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from study.bots.client import AckLog, Connection, State
+from study.bots.probe_answers import KitsSeen, ProbeAnswers
 from study.bots.progress_reports import ProgressReports
 from study.people.speed import Human
 from study.protocol.schema import MAX_CONDITIONS
@@ -74,6 +75,9 @@ BEHAVIOURS: dict[str, Behaviour] = {
 }
 
 
+DEFAULT_PROBE_ANSWERS = ProbeAnswers()
+
+
 @dataclass(frozen=True)
 class Profile:
     """Who the bot is: capability and preference per cookie type, a behaviour, a seed."""
@@ -83,6 +87,7 @@ class Profile:
     behaviour: Behaviour = BEHAVIOURS["fast"]
     seed: int = 0
     stop_at: str | None = None  # leave the study here: "STEP" or "STEP:ROUNDS" played
+    probes: ProbeAnswers = DEFAULT_PROBE_ANSWERS  # how it answers round probes
 
 
 def stop_point_reached(stop_at: str | None, state: State) -> bool:
@@ -133,6 +138,8 @@ class Outcome:
     seconds: float = 0.0
     steps: list[str] = field(default_factory=list)
     stopped: bool = False  # left the study at its profile's stop point
+    probes_answered: int = 0
+    probes_missed: int = 0
 
 
 
@@ -211,6 +218,9 @@ class Bot:
         self.decorator = Decorator(profile.capabilities, speed)
         self.human = Human.sample(np.random.default_rng([profile.seed, 1]))
         self.outcome = Outcome(code, profile.behaviour.name)
+        self.kits = KitsSeen(profile.preferences)
+        self.probe_rng = np.random.default_rng([profile.seed, 2])  # the other draws stay
+        self.probes_seen: set[tuple[int, str]] = set()
 
     def run(self, max_seconds: float = 3600.0) -> Outcome:
         """Take part until a terminal step, ``stop()`` or ``max_seconds``; never raises."""
@@ -240,6 +250,7 @@ class Bot:
 
     def act(self, state: State) -> State:
         """One move on the current step; returns the state after it."""
+        state = self.answer_probes(state)
         step = state["step"]
         if step in ROUND_STEPS:
             return self.play_round(state)
@@ -255,6 +266,36 @@ class Bot:
 
     def page_data(self, state: State) -> dict[str, Any]:
         return page_answers(state, self.profile.preferences, self.rng)
+
+    # --- round probes -------------------------------------------------------------------
+
+    def probe_answer(self, probe: dict[str, Any]) -> int | None:
+        """The bot's answer to an open probe by its response model, or None (missed)."""
+        share = self.kits.preferred_share(probe["session"])
+        return self.profile.probes.answer(share, int(probe["points"]), self.probe_rng)
+
+    def answer_probes(self, state: State) -> State:
+        """Answer the open probes as a person at the page does: it is shown, then tapped
+        after the page's reading time, or left, and then, between an individual's rounds,
+        the start button waits for its deadline."""
+        for probe in state.get("probes") or []:
+            key = (probe["round_id"], probe["id"])
+            if key in self.probes_seen or probe["deadline"] <= self.connection.server_now():
+                continue
+            self.probes_seen.add(key)
+            about = {"round_id": probe["round_id"], "probe": probe["id"]}
+            self.connection.request("probe", {**about, "value": None}, self.patience)
+            value = self.probe_answer(probe)
+            if value is None:
+                self.outcome.probes_missed += 1
+                if _start_waits(state):
+                    self._sleep_until(probe["deadline"])
+                continue
+            time.sleep(self.profile.behaviour.read_seconds)
+            if self.connection.request("probe", {**about, "value": value},
+                                       self.patience).get("ok"):
+                self.outcome.probes_answered += 1
+        return self.connection.state or state
 
     # --- rounds -------------------------------------------------------------------------
 
@@ -278,6 +319,7 @@ class Bot:
                 time.sleep(REFUSED_PAUSE)
                 return self.connection.state
         self.outcome.rounds += 1
+        self.kits.saw(current["session"], current["id"], current["task_type"])
         self.decorate(current)
         self._await_close(current["id"], current["deadline"])
         return self.connection.state
@@ -424,6 +466,14 @@ class Bot:
                 self.connection.sync()
                 sync_at = self.connection.server_now() + SYNC_SECONDS
         return False
+
+
+def _start_waits(state: State) -> bool:
+    """Whether the page holds a start button for an open probe: between an individual's
+    rounds (a team's rounds start by themselves)."""
+    current = state.get("round") or {}
+    return (state["step"] in ROUND_STEPS and not current.get("running")
+            and not current.get("team"))
 
 
 def _next_round(current: dict[str, Any] | None) -> int | None:

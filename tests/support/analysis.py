@@ -218,6 +218,7 @@ class InProcessBot:
         state = self.journey.join(self.code)["state"]
         while (state["step"] not in TERMINAL_STEPS
                and not stop_point_reached(self.bot.profile.stop_at, state)):
+            self.answer_probes(state)
             if state["step"] in ROUND_STEPS:
                 self.play(state)
             else:
@@ -238,6 +239,7 @@ class InProcessBot:
     def play(self, state: dict[str, Any]) -> None:
         number = _next_round(state.get("round"))
         current = self.send("start_round", {"round": number})["state"]["round"]
+        self.bot.kits.saw(current["session"], current["id"], current["task_type"])
         seconds = current["deadline"] - current["started_at"]
         last = 0.0
         for due in self.bot.decorator.fresh_times(current["task_type"], seconds, self.bot.rng):
@@ -255,6 +257,15 @@ class InProcessBot:
         else:
             self.journey.tick(self.clock.now)
 
+
+    def answer_probes(self, state: dict[str, Any]) -> None:
+        """The open probes answered by the bot's response model the moment they open
+        (``Bot.answer_probes``); a missed one is left to its deadline."""
+        for probe in state.get("probes") or []:
+            value = self.bot.probe_answer(probe)
+            if value is not None:
+                self.send("probe", {"round_id": probe["round_id"], "probe": probe["id"],
+                                    "value": value})
 
     def report_unfinished(self, current: dict[str, Any], at: float, last: float) -> None:
         """The cookie in progress just before the deadline, as ``Bot.report_unfinished``."""
