@@ -2,19 +2,23 @@
 processes HAProxy in front and Redis between them, as Flask-SocketIO's deployment guide
 describes (one worker per gunicorn, a balancer with sticky sessions, a message queue).
 
-Nothing here balances, queues, encrypts or supervises by itself: gunicorn's master restarts
-its worker, HAProxy routes (cookie stickiness for Socket.IO's long-polling, health checks to
+Nothing here balances, queues or encrypts by itself: gunicorn's master restarts its
+worker, HAProxy routes (cookie stickiness for Socket.IO's long-polling, health checks to
 route around a dead process) and terminates HTTPS (``Tls``), Redis carries the pushes between
-processes. This module only writes their configuration, starts them, and stops them together.
+processes. This module writes their configuration, starts them, starts a balancer or queue
+that died again (``Restarts``), and stops them together.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
 import os
 import re
 import resource
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -24,6 +28,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +55,11 @@ CAUSE = re.compile(r"^[\w.]*(Error|Exception)\b|\[ALERT\]|Address already in use
 # How long a browser that saw the study over HTTPS refuses plain HTTP to it: a year, for
 # this host only (``includeSubDomains`` would bind an institution's other sites too).
 HSTS = "max-age=31536000"
+# A balancer or queue that dies is started again, at most this many times within this many
+# seconds: one that keeps dying has a cause a restart does not remove (its port taken, its
+# binary gone), and the study then stops saying how to resume it.
+RESTARTS = 3
+RESTART_WINDOW_SECONDS = 600.0
 
 
 class StartFailed(InvalidInput):
@@ -97,6 +107,31 @@ class Child(subprocess.Popen):
         self.reader.join(timeout=10)  # until it has read the last lines
         return StartFailed(f"{self.name} (pid {self.pid})",
                            f"exited with {self.returncode} {doing}: {self.cause()}")
+
+
+@dataclass
+class Restarts:
+    """When each helper (HAProxy, Redis) was started again: at most ``RESTARTS`` within
+    ``RESTART_WINDOW_SECONDS``."""
+
+    times: dict[str, deque[float]] = field(default_factory=dict)
+
+    def allow(self, name: str, now: float) -> int | None:
+        """The number of this restart within the window, or None once the bound is spent."""
+        recent = self.times.setdefault(name, deque())
+        while recent and now - recent[0] > RESTART_WINDOW_SECONDS:
+            recent.popleft()
+        if len(recent) >= RESTARTS:
+            return None
+        recent.append(now)
+        return len(recent)
+
+
+def resume_advice() -> str:
+    """What to do once the study stopped: every participant's place is in the database."""
+    return ("every participant's place is stored in the database: run the same command "
+            f"again ({shlex.join(['study', *sys.argv[1:]])}) and everyone resumes where "
+            "they were")
 
 
 @dataclass(frozen=True)
@@ -327,8 +362,13 @@ class Balanced:
     tls: Tls | None = None
     children: list[Child] = field(default_factory=list)
     # Bound by ``bind``: the public port (and the redirect's) by port, the workers' ports.
+    # The public sockets stay open here while HAProxy serves them, so one started again
+    # gets them (connections meanwhile wait in their backlog).
     public: dict[int, socket.socket] = field(default_factory=dict)
     worker_sockets: list[socket.socket] = field(default_factory=list)
+    # How to start each helper again, by its name (``Child.name``).
+    starters: dict[str, Callable[[], Child]] = field(default_factory=dict)
+    restarts: Restarts = field(default_factory=Restarts)
 
     def bind(self) -> None:
         """Take every port the study needs now, so a busy one stops the start before any
@@ -362,6 +402,8 @@ class Balanced:
             prepare_database(self.database, self.durability)
             self._start_workers(directory)
             self._start_haproxy(directory)
+            say("serving: " + ", ".join(f"{child.name} (pid {child.pid})"
+                                        for child in self.children))
             return self._wait(stopping)
         except KeyboardInterrupt:
             return 0
@@ -393,19 +435,16 @@ class Balanced:
 
     def _start_redis(self, directory: Path, taken: set[int]) -> str:
         """Redis on ``redis_port``, else on the first port of ``PORT_RANGE`` it can bind
-        (another program may take a port first: Redis then says so and the next is tried)."""
-        binary = _need("redis-server")
+        (another program may take a port first: Redis then says so and the next is tried).
+        Started again, it takes the same port: the workers' queue URL names it."""
         ports = [self.redis_port] if self.redis_port else [
             port for port in PORT_RANGE if port not in taken]
         for port in ports:
-            redis = Child("redis-server", [
-                binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-                "--appendonly", "no", "--dir", str(directory)], forward=False,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            self.children.append(redis)
+            redis = _redis(port, directory)
             if _redis_ready(redis):
+                self.children.append(redis)
+                self.starters[redis.name] = functools.partial(_ready_redis, port, directory)
                 return f"redis://127.0.0.1:{port}/0"
-            self.children.remove(redis)
             if self.redis_port or not redis.said("Address already in use"):
                 raise redis.failed(f"while starting on 127.0.0.1:{port}")
         raise StartFailed("redis-server", f"no free port in {PORT_RANGE.start}-"
@@ -438,29 +477,57 @@ class Balanced:
         workers = [worker_socket(directory, number) for number in range(1, self.workers + 1)]
         config.write_text(haproxy_config(self.host, self.port, workers, self.tls, pem, fds,
                                          errors), encoding="utf-8")
-        self.children.append(Child("haproxy", [binary, "-f", str(config), "-db"],
-                                   pass_fds=tuple(fds.values())))
-        self._release()  # HAProxy holds its own copies
-        _wait_until_serving(self.port, self.children[-1], self.host, self.tls is not None)
+
+        def serving() -> Child:
+            haproxy = Child("haproxy", [binary, "-f", str(config), "-db"],
+                            pass_fds=tuple(fds.values()))
+            with _stopped_if_failing(haproxy):
+                _wait_until_serving(self.port, haproxy, self.host, self.tls is not None)
+            return haproxy
+
+        self.starters["haproxy"] = serving
+        self.children.append(serving())
 
     def _wait(self, stopping: list[int]) -> int:
         """Until asked to stop. A worker that dies is routed around by HAProxy (gunicorn
-        restarts a worker process whose master lives); the study stops only when the
-        balancer, the queue, or every worker is gone."""
+        restarts a worker process whose master lives); a balancer or queue that dies is
+        started again (``Restarts``). The study stops only when one cannot be, or every
+        worker is gone, and then says how to resume it."""
         workers = [c for c in self.children if "study.cli" in c.args]
         reported: set[int] = set()
         while not stopping:
-            for child in self.children:
-                if child.poll() is not None and child.pid not in reported:
-                    reported.add(child.pid)
-                    print(f"study serve: {child.name} (pid {child.pid}) exited with "
-                          f"{child.returncode}: {child.cause()}", file=sys.stderr, flush=True)
-            essential = [c for c in self.children if c not in workers]
-            if any(c.poll() is not None for c in essential) or all(
-                    w.poll() is not None for w in workers):
+            for child in list(self.children):
+                if child.poll() is None or child.pid in reported:
+                    continue
+                reported.add(child.pid)
+                say(f"{child.name} (pid {child.pid}) exited with {child.returncode}: "
+                    f"{child.cause()}")
+                if child not in workers and not self._start_again(child):
+                    return 1
+            if all(w.poll() is not None for w in workers):
+                say(f"no server process is left; {resume_advice()}")
                 return 1
             time.sleep(0.2)
         return 0
+
+    def _start_again(self, dead: Child) -> bool:
+        """Start a dead helper again in its place, as often as ``Restarts`` allows; False
+        (said, with how to resume) once that is spent."""
+        window = f"{RESTART_WINDOW_SECONDS / 60:g} minutes"
+        while (number := self.restarts.allow(dead.name, time.monotonic())) is not None:
+            say(f"starting {dead.name} again ({number} of at most {RESTARTS} restarts "
+                f"within {window})")
+            try:
+                started = self.starters[dead.name]()
+            except StartFailed as error:
+                say(f"{dead.name} did not start: {error}")
+                continue
+            self.children[self.children.index(dead)] = started
+            say(f"{dead.name} runs again (pid {started.pid}); the study goes on")
+            return True
+        say(f"{dead.name} was started again {RESTARTS} times within {window} and is gone "
+            f"again: the study stops; {resume_advice()}")
+        return False
 
     def _stop_all(self) -> None:
         for child in reversed(self.children):
@@ -471,6 +538,11 @@ class Balanced:
                 child.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 child.kill()
+
+
+def say(line: str) -> None:
+    """A line of ``study serve``'s own in its log (the error stream a service keeps)."""
+    print(f"study serve: {line}", file=sys.stderr, flush=True)
 
 
 def worker_socket(directory: Path, number: int) -> Path:
@@ -577,6 +649,36 @@ def _need(program: str, option: str = "--workers") -> str:
         raise InvalidInput(option, program, f"needs Debian's {program} "
                                             f"(apt-get install {program})")
     return path
+
+
+def _redis(port: int, directory: Path) -> Child:
+    """A private Redis on loopback ``port``: no persistence (it carries pushes and rate
+    limits, nothing the study keeps)."""
+    return Child("redis-server", [
+        _need("redis-server"), "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+        "--appendonly", "no", "--dir", str(directory)], forward=False,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _ready_redis(port: int, directory: Path) -> Child:
+    """Redis started again on its ``port``, once it accepts connections."""
+    redis = _redis(port, directory)
+    with _stopped_if_failing(redis):
+        if not _redis_ready(redis):
+            raise redis.failed(f"while starting again on 127.0.0.1:{port}")
+    return redis
+
+
+@contextlib.contextmanager
+def _stopped_if_failing(child: Child) -> Iterator[None]:
+    """A child that did not come up is not left running."""
+    try:
+        yield
+    except StartFailed:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
+        raise
 
 
 def _redis_ready(redis: Child, timeout: float = 30.0) -> bool:
