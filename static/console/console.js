@@ -34,6 +34,63 @@ function history(participant) {
   return parts.join(" | ");
 }
 
+// Live fairness (docs/study-day.md): the session's kits so far, running F and FE against
+// the robot's stored plan, whether it follows the plan, and the last probe answers.
+function signed(value) {
+  return (value < 0 ? "−" : "+") + Math.abs(value).toFixed(2);
+}
+
+function line(text, className) {
+  const div = document.createElement("div");
+  div.textContent = text;
+  if (className) div.className = className;
+  return div;
+}
+
+function probesText(probes) {
+  return Object.entries(probes).map(([id, p]) => id + " " + p.value + " (S" + p.session + " R" + p.round + ")").join(", ");
+}
+
+function fairnessCell(fair) {
+  const td = document.createElement("td");
+  td.className = "fairness";
+  if (!fair) return td;
+  const now = fair.rounds - 1;
+  const where = "S" + fair.session + " " + (fair.condition || "") + " · round " + fair.rounds + "/" + fair.of + " · ";
+  const head = line(where);
+  const follows = document.createElement("strong");
+  follows.className = fair.follows ? "follows" : "warning";
+  follows.textContent = fair.follows ? "follows the plan" : "off the plan from round " + fair.off_plan_from;
+  head.append(follows);
+  const kits = fair.people.map((person, h) => person + ": " +
+    fair.types.map((type, j) => fair.kits[h][j] + " " + type).join(", ")).join(" · ");
+  td.append(head, line("kits " + kits),
+    line("F " + signed(fair.F[now]) + " (plan " + signed(fair.planned_F[now]) + ") · FE " +
+         signed(fair.FE[now]) + " (plan " + signed(fair.planned_FE[now]) + ")", "metrics"),
+    line("F by round " + fair.F.map(signed).join(" ") + " · plan " + fair.planned_F.map(signed).join(" "), "series"));
+  const probes = Object.entries(fair.probes).filter(([, answers]) => Object.keys(answers).length)
+    .map(([who, answers]) => who + ": " + probesText(answers));
+  if (probes.length) td.append(line("last probes " + probes.join(" · "), "probes"));
+  return td;
+}
+
+function fairnessPanel() {
+  const body = document.querySelector("#fairness-rows tbody");
+  if (!body) return;
+  const conditions = snapshot.fairness || [];
+  body.replaceChildren(...conditions.map((c) => {
+    const tr = document.createElement("tr");
+    tr.append(cell((c.condition || "") + (c.robot ? " (robot " + c.robot + ")" : ""), "condition"),
+              cell(c.people),
+              cell(c.F.toFixed(2) + " (plan " + c.planned_F.toFixed(2) + ")"),
+              cell(c.FE.toFixed(2) + " (plan " + c.planned_FE.toFixed(2) + ")"),
+              cell(Math.round(100 * c.following) + " %", c.following < 1 ? "warning" : ""));
+    return tr;
+  }));
+  labelCells(body);
+  document.getElementById("fairness-empty").hidden = conditions.length > 0;
+}
+
 function actionButton(code, action, label) {
   const button = document.createElement("button");
   button.type = "button";
@@ -113,7 +170,7 @@ function row(participant) {
   tr.append(cell(participant.code, "code"), step, cell(status),
             cell(connected, participant.connections > 0 ? "online" : "offline"), cell(place),
             cell(timeLeft(current), "left"), cell(cookies), cell(history(participant), "history"),
-            actions(participant));
+            fairnessCell(participant.fairness), actions(participant));
   return tr;
 }
 
@@ -290,7 +347,7 @@ function teamRow(team) {
   actions.append(teamButton(team.id, "pause", "Pause team"), teamButton(team.id, "resume", "Resume team"),
     teamButton(team.id, "abort", "Abort team"));
   tr.append(cell(team.id, "code"), cell(team.formed_by + " · " + (team.live_type || "")),
-            cell(seats), cell(place), cell(next), actions);
+            cell(seats), cell(place), cell(next), fairnessCell(team.fairness), actions);
   return tr;
 }
 
@@ -338,6 +395,7 @@ function draw() {
   table.replaceChildren(...snapshot.participants.map(row));
   labelCells(table);
   teamsPanel();
+  fairnessPanel();
   finishedLine();
   targetLine();
   storageLine();

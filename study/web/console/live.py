@@ -19,6 +19,7 @@ from typing import Any
 
 from study.calibration.pilot import OFF_SHARE
 from study.task.decorator import HIGHEST, LOWEST
+from study.web.console import fairness
 from study.web.participant.pages import TERMINAL
 
 Range = tuple[float, float]
@@ -100,7 +101,11 @@ def participant_rows(storage: Any, participants: list[dict[str, Any]],
     _give_way()
     rounds = _rounds_by_session(storage, ids)
     _give_way()
-    allocations = _kits_by_round(storage, ids)
+    given = storage.all("SELECT round_id, session_id, round, human, role, task_type, task_name "
+                        f"FROM allocations WHERE participant_id IN {AMONG}", (ids,))
+    allocations = _kits_by_round(given)
+    live = _live_fairness(sessions, given)
+    probes = fairness.last_probes(storage, list(live))
     _give_way()
     statuses = _statuses(storage, ids)
     probe_counts = _probe_counts(storage, ids)
@@ -125,8 +130,43 @@ def participant_rows(storage: Any, participants: list[dict[str, Any]],
             "team": _team_view(teams.get(participant["id"])),
             "probes": probe_counts.get(participant["id"]),
             "sessions": sessions_seen, "current": _current_round(sessions_seen),
+            "fairness": _with_probes(live.get(participant["id"]),
+                                     probes.get(participant["id"], {})),
         })
     return rows
+
+
+def _live_fairness(sessions: dict[int, list[dict[str, Any]]],
+                   given: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Per participant with an agent teammate, the live fairness of their latest session
+    with kits handed out (a real team's is its row's, ``teams.teams_view``)."""
+    kits: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in given:
+        kits[row["session_id"]].append(row)
+    latest = {participant_id: judged for participant_id, own in sessions.items()
+              if (judged := _latest_with_kits(own, kits)) is not None}
+    return dict(zip(latest, fairness.views(list(latest.values())), strict=True))
+
+
+def _latest_with_kits(own: list[dict[str, Any]], kits: dict[int, list[dict[str, Any]]]
+                      ) -> fairness.SessionKits | None:
+    """A participant's latest session with an agent teammate and kits handed out."""
+    for session in reversed(own):
+        if (session["kind"] == "collaborative" and session["team_id"] is None
+                and session["id"] in kits):
+            humans = len(json.loads(session["team_c"]))
+            return fairness.stored_session(
+                session, kits[session["id"]],
+                fairness.first_as(session["participant_human"], humans),
+                fairness.with_agents(humans))
+    return None
+
+
+def _with_probes(view: dict[str, Any] | None,
+                 probes: dict[str, Any]) -> dict[str, Any] | None:
+    """The participant's last probe answers beside their session's fairness, by person as
+    a team's are."""
+    return None if view is None else {**view, "probes": {"participant": probes}}
 
 
 def _finished_counts(storage: Any) -> dict[str, Any]:
@@ -231,7 +271,8 @@ def _probe_counts(storage: Any, ids: str) -> dict[int, dict[str, int]]:
 def _sessions_by_participant(storage: Any, ids: str) -> dict[int, list[dict[str, Any]]]:
     grouped: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for row in storage.all("SELECT id, participant_id, number, kind, condition, robot, "
-                           f"rounds FROM sessions WHERE participant_id IN {AMONG} "
+                           "rounds, team_id, participant_human, team_c, team_p, plan "
+                           f"FROM sessions WHERE participant_id IN {AMONG} "
                            "ORDER BY participant_id, number", (ids,)):
         grouped[row["participant_id"]].append(row)
     return grouped
@@ -248,11 +289,10 @@ def _rounds_by_session(storage: Any, ids: str) -> dict[int, list[dict[str, Any]]
     return grouped
 
 
-def _kits_by_round(storage: Any, ids: str) -> dict[int, dict[str, str]]:
+def _kits_by_round(given: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
     """Round id -> {role: kit name} the robot handed out."""
     kits: dict[int, dict[str, str]] = defaultdict(dict)
-    for row in storage.all("SELECT round_id, role, task_name FROM allocations "
-                           f"WHERE participant_id IN {AMONG}", (ids,)):
+    for row in given:
         kits[row["round_id"]][row["role"]] = row["task_name"]
     return kits
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from study.web.console import holds
+from study.web.console import fairness, holds
 
 PLAYING = "(SELECT id FROM teams WHERE finished_at IS NULL)"
 
@@ -21,7 +21,9 @@ def teams_view(storage: Any) -> list[dict[str, Any]]:
     for row in storage.all("SELECT s.*, p.code, p.step FROM seats s LEFT JOIN participants p "
                            f"ON p.id = s.participant_id WHERE s.team_id IN {PLAYING} "
                            "ORDER BY s.team_id, s.seat"):
-        seats.setdefault(row["team_id"], []).append(_seat_view(row))
+        seats.setdefault(row["team_id"], []).append(
+            {**_seat_view(row), "participant_id": row["participant_id"]})
+    live = _live_fairness(storage, seats)
     rounds = {row["team_id"]: row for row in storage.all(
         "SELECT team_id, session, number, deadline, closed_at FROM team_rounds t WHERE "
         f"team_id IN {PLAYING} AND id = "
@@ -29,9 +31,49 @@ def teams_view(storage: Any) -> list[dict[str, Any]]:
     return [{"id": team["id"], "formed_by": team["formed_by"], "formed_at": team["formed_at"],
              "live_type": team["live_type"], "conditions": json.loads(team["condition_order"]),
              "session": team["session"], "next_round_at": team["next_round_at"],
-             "round": _round_view(rounds.get(team["id"])), "seats": seats.get(team["id"], [])}
+             "round": _round_view(rounds.get(team["id"])), "seats": seats.get(team["id"], []),
+             "fairness": live.get(team["id"])}
             for team in storage.all("SELECT * FROM teams WHERE finished_at IS NULL "
                                     "ORDER BY id DESC")]
+
+
+def _live_fairness(storage: Any,
+                   seats: dict[int, list[dict[str, Any]]]) -> dict[int, dict[str, Any]]:
+    """Per team playing, the live fairness of its latest session with kits handed out
+    (its plan as stored in its people's sessions), each seat's person's last probes,
+    and how many people play it (``people_playing``: the per-condition means count each
+    of them)."""
+    kits: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for row in storage.all("SELECT team_id, session, round, seat AS human, task_type FROM "
+                           f"team_allocations WHERE team_id IN {PLAYING}"):
+        kits.setdefault((row["team_id"], row["session"]), []).append(row)
+    latest: dict[int, int] = {}
+    for team_id, number in kits:
+        latest[team_id] = max(number, latest.get(team_id, 0))
+    plans = {(row["team_id"], row["number"]): row for row in storage.all(
+        "SELECT team_id, number, condition, robot, team_c, team_p, plan FROM sessions "
+        f"WHERE id IN (SELECT min(id) FROM sessions WHERE team_id IN {PLAYING} "
+        "GROUP BY team_id, number)")}
+    judged: dict[int, fairness.SessionKits] = {}
+    for team_id, number in latest.items():
+        session = plans.get((team_id, number))
+        if session is None:
+            continue
+        humans = len(json.loads(session["team_c"]))
+        one = fairness.stored_session(session, kits[team_id, number], list(range(humans)),
+                                      tuple(f"seat {h + 1}" for h in range(humans)))
+        if one is not None:
+            judged[team_id] = one
+    people = {team_id: [s for s in seats.get(team_id, []) if s["kind"] == "person"
+                        and not s["dropped"] and s["participant_id"] is not None]
+              for team_id in judged}
+    probes = fairness.last_probes(storage, [s["participant_id"] for persons in
+                                            people.values() for s in persons])
+    views = fairness.views(list(judged.values()))
+    return {team_id: {**view, "people_playing": len(people[team_id]),
+                      "probes": {f"seat {s['seat'] + 1}": probes.get(s["participant_id"], {})
+                                 for s in people[team_id]}}
+            for team_id, view in zip(judged, views, strict=True)}
 
 
 def finished_teams(storage: Any) -> int:

@@ -34,7 +34,7 @@ from flask_socketio import SocketIO, disconnect
 from study.calibration.pilot import pool_target
 from study.exports.tables import build_export, record_server_run, zip_export
 from study.storage.health import disk_space
-from study.web.console import auth, holds, live, teams
+from study.web.console import auth, fairness, holds, live, teams
 from study.web.participant import binding
 from study.web.participant.pages import TERMINAL
 from study.web.participant.rejections import Rejected
@@ -142,6 +142,10 @@ def current_snapshot(app: Flask) -> dict[str, Any]:
         snapshot["teams"] = teams.teams_view(journey.storage)
         snapshot["finished_teams"] = teams.finished_teams(journey.storage)
         snapshot["lobby"] = teams.lobby_view(journey.storage, design.shared_seconds)
+    snapshot["fairness"] = fairness.by_condition(
+        [(row["fairness"], 1) for row in snapshot["participants"]]
+        + [(team["fairness"], team["fairness"]["people_playing"])
+           for team in snapshot.get("teams", []) if team["fairness"]])
     return snapshot
 
 
