@@ -27,8 +27,8 @@ export function withProbe(view) {
   const actions = ready ? view.querySelector(".actions, .team-waiting") : null;
   if (actions) actions.before(card); else view.prepend(card);
   const start = ready ? view.querySelector(".actions") : null;
-  if (start) start.hidden = true;
-  card.close = () => { clearTimeout(closing); card.remove(); if (start) start.hidden = false; };
+  if (start) start.style.display = "none";  // [hidden] would lose to the stylesheet's display
+  card.close = () => { clearTimeout(closing); card.remove(); if (start) start.style.display = ""; };
   closing = setTimeout(card.close, Math.max(0, (probe.deadline - serverNow()) * 1000));
   const key = probe.round_id + ":" + probe.id;
   if (!told.has(key)) {
