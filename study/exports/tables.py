@@ -174,7 +174,8 @@ CODEBOOK: tuple[Table, ...] = (
         Column("seconds", "REAL", "capability: duration of the measured round", units="s"),
         Column("speed", "REAL", "capability: speed in the measured round, in cookies of the "
                "protocol's [cookies] theme per second (the raw speed, kept also when the "
-               "value is clipped)", units="cookies/s"),
+               "value is clipped); empty when the round was not a person's (implausible)",
+               units="cookies/s"),
         Column("reference_speed", "REAL",
                "capability: the protocol's speed that counts as capability 1; "
                "value = clip(speed / reference_speed, 0.01, 0.99)", units="cookies/s"),
@@ -194,8 +195,14 @@ CODEBOOK: tuple[Table, ...] = (
                "over those of the protocol's [cookies] theme cookie (themes assigned by "
                "rating differ in length); 1 for the protocol's own theme", allowed="> 0"),
         Column("clipped", "INTEGER", "capability: 1 when speed / reference_speed fell "
-               "outside (0.01, 0.99), so the value was clipped and is not a measurement",
-               allowed="0, 1"),
+               "outside (0.01, 0.99), so the value was clipped and is not a measurement, "
+               "or when the round was not a person's (implausible)", allowed="0, 1"),
+        Column("implausible", "TEXT", "capability: why the measured round cannot be a "
+               "person's decorating, so it is flagged instead of measured: no-element-reports "
+               "(not one finished cookie came with an element report, which a page sends "
+               "for every element but a cookie's last), faster-than-people (quicker than the "
+               "human model's quickest plausible person on that cookie); empty when measured",
+               allowed="no-element-reports, faster-than-people, or empty"),
         _at(),
     )),
     Table("teammates", "the simulated teammate matched to a participant", (

@@ -57,9 +57,12 @@ def progress(app: Any, clock: FakeClock, code: str, current: dict[str, Any], at:
 
 def cookie(app: Any, clock: FakeClock, code: str, current: dict[str, Any],
            at: float) -> None:
-    clock.now = current["started_at"] + at
+    """A cookie finished ``at`` seconds into the round, its first element reported half a
+    second before, as the page reports every element but the last."""
     target = current["target"]
     content = target["letters"] if target["kind"] == "letters" else target["cells"]
+    assert progress(app, clock, code, current, at - 0.5, content[:1])["ok"]
+    clock.now = current["started_at"] + at
     assert send(app, code, "cookie", round_id=current["id"], content=content)["ok"]
 
 

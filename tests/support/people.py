@@ -35,6 +35,12 @@ class Person:
         content = target["text"] if target["kind"] == "letters" else target["cells"][::-1]
         return self.send("cookie", {"round_id": round_state["id"], "content": content})
 
+    def first_element(self, round_state: dict[str, Any]) -> dict[str, Any]:
+        """The cookie's first element placed, reported as the page reports it."""
+        target = round_state["target"]
+        content = target["letters"][:1] if target["kind"] == "letters" else target["cells"][:1]
+        return self.send("progress", {"round_id": round_state["id"], "content": content})
+
     def leave(self) -> None:
         self.client.disconnect()
 
@@ -42,7 +48,8 @@ class Person:
 def practise(app: Any, clock: FakeClock, person: Person, squares: int = 1, letters: int = 3,
              ratings: tuple[int, int] = (7, 1)) -> None:
     """Consent, ratings and four practice rounds, finishing ``squares`` and ``letters``
-    cookies in the measured rounds."""
+    cookies in the measured rounds, each after its first element's report (a practice
+    whose cookies come without one is not a person's, ``progress.not_a_person``)."""
     person.submit("consent", {"agree": True})
     person.submit("themes")
     person.submit("preferences", {"ratings": {"ravens": ratings[0], "steelers": ratings[1]}})
@@ -50,6 +57,7 @@ def practise(app: Any, clock: FakeClock, person: Person, squares: int = 1, lette
         round_state = person.send("start_round", {"round": number})["state"]["round"]
         for _ in range(count):
             clock.advance(1.0)
+            assert person.first_element(round_state)["ok"]
             assert person.cookie(round_state)["ok"]
         clock.advance(journey(app).protocol.practice_seconds)
         journey(app).tick(clock.now)

@@ -12,6 +12,7 @@ import numpy as np
 from study.pool.placing import Placed, clipped, place, tied
 from study.protocol.loader import TASK_NAMES, Protocol
 from study.storage.database import Storage
+from study.task.cookies import target
 from study.task.decorator import HIGHEST, LOWEST, coefficient_from_speed
 from study.web.participant import rounds
 from study.web.participant.agent_pool import (
@@ -21,7 +22,7 @@ from study.web.participant.agent_pool import (
     session_row,
 )
 from study.web.participant.outbox import Outbox
-from study.web.participant.progress import RoundSpeed, round_speed
+from study.web.participant.progress import RoundSpeed, not_a_person, round_speed
 from study.web.participant.real_teams import RealTeams
 from study.web.participant.records import Records
 
@@ -68,8 +69,8 @@ class AgentTeam:
             if waiting is None:  # formed already, or the participant left
                 return
             now = self.clock()
-            c = self._measure_capabilities(participant_id, now)
-            if self._unmatched_for_clip(c) or self._unmatched_for_tie(participant_id):
+            c, measured = self._measure_capabilities(participant_id, now)
+            if self._unmatched_for_clip(c, measured) or self._unmatched_for_tie(participant_id):
                 self.records.advance(participant_id, "unmatched", now)  # measured, no team
                 changed = {participant_id}
             elif self.protocol.team is not None:  # measured, they wait for their team
@@ -94,10 +95,12 @@ class AgentTeam:
                                 (participant_id,))
         return np.array([row["value"] for row in rows])
 
-    def _unmatched_for_clip(self, c: np.ndarray) -> bool:
-        """``clipped_capability = "unmatched"``: a clipped capability is not the
-        participant's, so no team (agent teammate or real team) is formed on it."""
-        return self.protocol.clipped_capability == "unmatched" and clipped(c)
+    def _unmatched_for_clip(self, c: np.ndarray, measured: bool) -> bool:
+        """``clipped_capability = "unmatched"``: a clipped capability, or a practice no
+        person's page could have sent (not ``measured``), is not the participant's, so no
+        team (agent teammate or real team) is formed on it."""
+        return self.protocol.clipped_capability == "unmatched" and (
+            clipped(c) or not measured)
 
     def _unmatched_for_tie(self, participant_id: int) -> bool:
         """``tied_ratings = "unmatched"``: equal ratings say nothing of the preference a
@@ -105,28 +108,38 @@ class AgentTeam:
         return self.protocol.tied_ratings == "unmatched" and tied(
             self._preference_values(participant_id))
 
-    def _measure_capabilities(self, participant_id: int, now: float) -> np.ndarray:
+    def _measure_capabilities(self, participant_id: int,
+                              now: float) -> tuple[np.ndarray, bool]:
         """The second practice round of each type gives the capability coefficient: its
-        speed, the unfinished cookie counted by its correct fraction (``progress``)."""
+        speed, the unfinished cookie counted by its correct fraction (``progress``). A round
+        no person's page could have sent (``progress.not_a_person``) is flagged instead of
+        measured: no speed, ``clipped`` as a value that is not the participant's, its value
+        the clipped claim, kept as a clipped one is. Returns the values and whether every
+        round was measured."""
         practice = self.records.session(participant_id, 0)
         values = np.zeros(len(TASK_NAMES))
+        every_round_measured = True
         for task_type, number in self.protocol.measured_practice_rounds().items():
             row = self._practice_round(practice["id"], number)
             measured = self._measured_speed(practice["id"], task_type, row)
+            implausible = not_a_person(measured, target(self.protocol, task_type, row["theme"]))
             reference = self.protocol.cookies[task_type].reference_speed
             # in the protocol's own cookies per second, whichever theme the round carried
             scale = rounds.theme_scale(self.protocol, task_type, row["theme"])
             speed = measured.speed * scale
             values[task_type] = coefficient_from_speed(speed, reference)
+            every_round_measured = every_round_measured and implausible is None
             self.storage.insert("measurements", {
                 "participant_id": participant_id, "kind": "capability", "task_type": task_type,
                 "task_name": TASK_NAMES[task_type], "value": values[task_type],
                 "round_id": row["id"], "cookies": measured.cookies,
                 "fraction": measured.fraction, "seconds": measured.seconds,
-                "speed": speed, "theme_scale": scale, "reference_speed": reference,
-                "clipped": int(not LOWEST < speed / reference < HIGHEST),
+                "speed": None if implausible else speed, "theme_scale": scale,
+                "reference_speed": reference, "implausible": implausible,
+                "clipped": int(implausible is not None
+                               or not LOWEST < speed / reference < HIGHEST),
                 "cut_by_downtime": int(measured.cut_by_downtime), "at": now})
-        return values
+        return values, every_round_measured
 
     def _practice_round(self, practice_id: int, number: int) -> dict[str, Any]:
         return self.storage.one("SELECT * FROM rounds WHERE session_id = ? AND number = ?",

@@ -10,6 +10,12 @@ measured without it and without the work done in it.
 
 Only practice rounds measure, so only there does the page report every element at once; in
 a played round it reports at most every ``PLAYED_REPORT_SECONDS`` (``report_seconds``).
+
+A measured round that no person's page could have sent is not a measurement
+(``not_a_person``): finished cookies of which not one came with an element report (the page
+reports every element but the one that finishes a cookie), or a speed above the human
+model's quickest plausible person (``fastest_speed``). A client that sends finished cookies
+at a pace of its choosing would otherwise dial in its own capability.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from study.people.speed import Human, measured_speed
 from study.storage.database import Storage
 from study.web.console.holds import held_intervals
 from study.web.participant.rejections import Rejected
@@ -27,6 +36,16 @@ LETTERS_CONTENT = re.compile(r"^[A-Z0-9]{0,64}$")
 # (``station_pushes``), and a reopened page's cookie: one a second serves both, at about
 # half the messages of a squares round (``docs/socket-protocol.md#progress``).
 PLAYED_REPORT_SECONDS = 1.0
+# The quickest plausible person: the human model's person at a fifth of its typical times,
+# without slips or variation from element to element. The model's people differ by a
+# log-normal factor of spread 0.13 (docs/human-model.md), so a fifth is 12 spreads below the
+# typical person; the quickest person the robustness test plays is at 0.3
+# (``study.people.speed.ROBUSTNESS_PACES``). On study1's cookies that is 0.40 squares and
+# 0.28 letters cookies a second, 1.2 and 4 times their reference speeds.
+FASTEST_PACE = 0.2
+# Why a measured round is not a person's (``measurements.implausible``).
+NO_ELEMENT_REPORTS = "no-element-reports"
+FASTER_THAN_PEOPLE = "faster-than-people"
 
 
 def report_seconds(session_number: int) -> float:
@@ -79,6 +98,7 @@ class RoundSpeed:
     seconds: float  # measured: without the time the participant was held
     cut_by_downtime: bool
     held_work: float = 0.0  # cookies (and fractions) decorated while held
+    reported: int = 0  # finished cookies that came with an element report
 
     @property
     def speed(self) -> float:
@@ -91,7 +111,7 @@ class RoundSpeed:
         return RoundSpeed(self.cookies + other.cookies, self.fraction + other.fraction,
                           self.seconds + other.seconds,
                           self.cut_by_downtime or other.cut_by_downtime,
-                          self.held_work + other.held_work)
+                          self.held_work + other.held_work, self.reported + other.reported)
 
 
 def measured_until(round_row: dict[str, Any]) -> tuple[float, bool]:
@@ -126,5 +146,34 @@ def round_speed(storage: Storage, round_row: dict[str, Any]) -> RoundSpeed:
     held_work = sum(sum(work_at(storage, round_id, end)) - sum(work_at(storage, round_id, begin))
                     for begin, end in held)
     seconds = until - start - sum(end - begin for begin, end in held)
-    return RoundSpeed(cookies, fraction, seconds, cut, held_work)
+    return RoundSpeed(cookies, fraction, seconds, cut, held_work,
+                      reported_cookies(storage, round_id, cookies, until))
+
+
+def reported_cookies(storage: Storage, round_id: int, cookies: int, until: float) -> int:
+    """How many of the round's first ``cookies`` finished cookies came with at least one
+    element report received by ``until``."""
+    row = storage.one("SELECT count(DISTINCT cookie) AS n FROM progress WHERE round_id = ? "
+                      "AND cookie <= ? AND at <= ?", (round_id, cookies, until))
+    return int(row["n"]) if row else 0
+
+
+def fastest_speed(target: dict[str, Any], seconds: float) -> float:
+    """Cookies per second of the quickest plausible person (``FASTEST_PACE``) decorating
+    ``target`` for ``seconds``, measured as a round is."""
+    person = Human(pace=FASTEST_PACE, spread=0.0, slip=0.0)
+    actions = person.round_actions(target, seconds, np.random.default_rng(0))
+    return measured_speed(actions, seconds)
+
+
+def not_a_person(measured: RoundSpeed, target: dict[str, Any]) -> str | None:
+    """Why a measured round on ``target`` cannot be a person's decorating, or None: its
+    finished cookies came without one element report (a cookie of one element has none to
+    report), or it is quicker than the quickest plausible person."""
+    elements = len(target["letters"] if target["kind"] == "letters" else target["cells"])
+    if measured.cookies and not measured.reported and elements > 1:
+        return NO_ELEMENT_REPORTS
+    if measured.seconds > 0 and measured.speed > fastest_speed(target, measured.seconds):
+        return FASTER_THAN_PEOPLE
+    return None
 
