@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import textwrap
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -561,4 +561,39 @@ def pairs_figure(tests: pd.DataFrame) -> Figure:
     axis.set_title("Robots against each other")
     axis.legend(ncols=3, frameon=False, fontsize=8, loc="upper center",
                 bbox_to_anchor=(0.5, -0.12 - 0.6 / max(len(rows), 1)))
+    return figure
+
+
+def probe_figure(means: pd.DataFrame, title: str, points: int,
+                 measures: Sequence[tuple[str, str]],
+                 colours: Mapping[str, str] | None = None) -> Figure:
+    """One probe (rows of ``probes.means_by_round``): its mean answer by round per
+    condition with its 95% interval, then, one panel per fairness measure, the mean answer
+    of each round against the mean measure of the same person-rounds, a condition's rounds
+    joined in order (first round ringed), one colour per robot."""
+    conditions = sorted(means["condition"].unique(), key=str)
+    colours = colours or robot_colours(conditions)
+    figure, axes = _panels(len(measures) + 1, 3.3, 3.0, columns=4)
+    for condition in conditions:
+        part = means[means["condition"] == condition].sort_values("round")
+        tint = colours[str(condition)]
+        axes[0].errorbar(part["round"], part["mean"], yerr=part["ci"].fillna(0), color=tint,
+                         marker="o", markersize=3, capsize=2, label=str(condition))
+        for axis, (column, _) in zip(axes[1:], measures, strict=True):
+            axis.plot(part[column], part["mean"], color=tint, marker="o", markersize=3,
+                      linewidth=1)
+            axis.scatter(part[column].iloc[:1], part["mean"].iloc[:1], s=60,
+                         facecolors="none", edgecolors=tint)
+    axes[0].set_xlabel("round")
+    axes[0].set_title("mean answer by round", fontsize=9)
+    axes[0].legend(title="condition", frameon=False, fontsize=7)
+    for axis, (_, label) in zip(axes[1:], measures, strict=True):
+        axis.set_xlabel(label, fontsize=8)
+        axis.set_title(f"against {label}", fontsize=9)
+    for axis in axes:
+        axis.set_ylim(0.7, points + 0.3)
+        axis.set_yticks(range(1, points + 1))
+        axis.set_ylabel(f"mean answer (1-{points})", fontsize=8)
+    figure.suptitle(textwrap.shorten(title, 110))
+    figure.tight_layout()
     return figure

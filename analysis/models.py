@@ -318,15 +318,71 @@ def ordinal_model(frame: pd.DataFrame, outcome: str = "value", label: str | None
         ["outcome", "condition", "predicted_mean", "ci_low", "ci_high"]]
 
 
-def _too_few_warning(participants: int) -> str:
-    """The ordinal model's notice below ``MIN_PARTICIPANTS``, worded as the other tests'
+def _too_few_warning(participants: int, answered: str = "the item",
+                     model: str = "ordinal model") -> str:
+    """A model's notice below ``MIN_PARTICIPANTS``, worded as the other tests'
     (``questionnaires.sample_warning``): a handful of people can separate the answers, and
     the odds ratio then runs to millions."""
     if participants >= MIN_PARTICIPANTS:
         return ""
-    return (f"Only {participants} participants answered the item: too few for a test "
-            f"(fewer than {MIN_PARTICIPANTS}); its ordinal model's estimates are descriptive, "
+    return (f"Only {participants} participants answered {answered}: too few for a test "
+            f"(fewer than {MIN_PARTICIPANTS}); its {model}'s estimates are descriptive, "
             "with no p value.")
+
+
+def slopes_model(frame: pd.DataFrame, outcome: str, covariates: Sequence[str],
+                 label: str | None = None, reference: str | None = None,
+                 factors: Sequence[str] = ("period", "site")) -> pd.DataFrame:
+    """The slope of ``outcome`` on each numeric covariate in one linear mixed model with
+    the condition as a factor and a random intercept per participant: answers given
+    repeatedly by one person (between rounds, say) beside what they had just lived through.
+    Each slope carries its Wald interval, its p value Holm-adjusted over the slopes, and as
+    effect size the change in total sds of the outcome per sd of the covariate; every pair
+    of conditions is a contrast as in ``mixed_model``. Below ``MIN_PARTICIPANTS`` the rows
+    carry the too-few notice and no p value."""
+    import statsmodels.api as sm
+
+    label = label or outcome
+    data = frame.dropna(subset=[outcome, "condition", *covariates])
+    if data["participant_id"].nunique() < 3:
+        return pd.DataFrame([{**_empty_row(label, "mixed", "too few participants to fit"),
+                              "warning": ""}], columns=ORDINAL_COLUMNS)
+    reference = reference or sorted(data["condition"].unique(), key=str)[0]
+    slopes = data[list(covariates)].astype(float)
+    exog, confounded = _full_rank(sm.add_constant(pd.concat(
+        [slopes.loc[:, slopes.std() > 0], _design(data, reference, _factors(data, factors))],
+        axis=1)))
+    result, warned, error = _fit_mixed(_mixed(sm, data, data[outcome].astype(float), exog))
+    if result is None:
+        return pd.DataFrame([{**_empty_row(label, "mixed", f"not fitted: {error}"),
+                              "warning": ""}], columns=ORDINAL_COLUMNS)
+    params, cov = result.fe_params, result.cov_params()
+    between = float(np.asarray(result.cov_re).ravel()[0]) + float(np.sum(result.vcomp))
+    total_sd = float(np.sqrt(result.scale + between))
+    z = _z()
+    rows = []
+    for term in [c for c in covariates if c in exog.columns]:
+        se = float(np.sqrt(cov.loc[term, term]))
+        estimate = float(params[term])
+        rows.append({"term": term, "estimate": estimate, "ci_low": estimate - z * se,
+                     "ci_high": estimate + z * se,
+                     "p_value": float(2 * stats.norm.sf(abs(estimate / se))),
+                     "effect_size": estimate * float(slopes[term].std()) / total_sd,
+                     "effect_size_kind": "total sds of the outcome per sd of the term"})
+    adjusted = holm([row["p_value"] for row in rows]) if rows else []
+    for row, p_holm in zip(rows, adjusted, strict=True):
+        row["p_holm"] = float(p_holm)
+    rows += [{**pair, "effect_size": pair["estimate"] / total_sd,
+              "effect_size_kind": "d (difference / total sd)"}
+             for pair in contrasts(params, cov, _levels(data, reference))]
+    participants = int(data["participant_id"].nunique())
+    warning = _too_few_warning(participants, "the probe", "mixed model")
+    untested = {"p_value": float("nan"), "p_holm": float("nan")} if warning else {}
+    note = "; ".join(filter(None, [confounded, _fit_note(result.converged, warned)]))
+    return pd.DataFrame([{"outcome": label, "model": "mixed", **row, **untested,
+                          "participants": participants, "observations": len(data),
+                          "note": note, "warning": warning} for row in rows],
+                        columns=ORDINAL_COLUMNS)
 
 
 def _predicted_means(model, result, data: pd.DataFrame, exog: pd.DataFrame,

@@ -27,6 +27,7 @@ from analysis import (
     parity,
     plan,
     pooling,
+    probes,
     questionnaires,
     real_teams,
     sessions,
@@ -146,6 +147,7 @@ def participant_sections(study: Study, out: Path, options: ReportOptions) -> lis
                      *([_clipped_section(study)]
                        if study.design.clipped_capability == "keep" else []),
                      _session_time_section(data, out, figures.robot_colours(_robots(study))),
+                     *_probes_section(study, out),
                      _session_metrics_section(data, outcomes),
                      _participant_parity_section(data, outcomes, options.attributes, out)]
     return sections
@@ -610,6 +612,14 @@ def _session_time_section(data: StudyData, out: Path, colours: dict[str, str]) -
                                         "Running fair-equity |FE| in the sessions", colours),
         out, "sessions_running_FE")))
     return section
+
+
+def _probes_section(study: Study, out: Path) -> list[Section]:
+    """The round probes beside the fairness of the rounds before them; none when the study
+    asked no probe (a database without the table included)."""
+    part = probes.section(study.analysed, _likert_answers(study), out,
+                          figures.robot_colours(_robots(study)))
+    return [Section(**part)] if part else []
 
 
 def _session_metrics_section(data: StudyData, outcomes: pd.DataFrame) -> Section:

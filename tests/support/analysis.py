@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -129,6 +129,31 @@ def add_session(storage: Storage, pid: int, number: int, condition: str, team_c:
         "participant_id": pid, "questionnaire": f"session-{number}", "session_id": session,
         "condition": condition, "item": "fair_overall_why", "label": "Fair-Overall-Open",
         "value_text": "because", "at": now})
+
+
+def add_probes(storage: Storage, pid: int, respond: Callable[[float], int | None],
+               probe: str = "fair_round", seconds: float = 8.0) -> None:
+    """A probe after every collaborative round of the participant, row by row as the app
+    records it: ``respond`` answers from the participant's share of rounds so far on their
+    most preferred type (None: missed, as when the probe's seconds ran out)."""
+    own_p = [row["value"] for row in storage.all(
+        "SELECT value FROM measurements WHERE participant_id = ? AND kind = 'preference' "
+        "ORDER BY task_type", (pid,))]
+    preferred = int(np.argmax(own_p))
+    for session in storage.all("SELECT id, number FROM sessions WHERE participant_id = ? "
+                               "AND kind = 'collaborative' ORDER BY number", (pid,)):
+        held = 0
+        for played in storage.all("SELECT id, number, task_type, closed_at FROM rounds "
+                                  "WHERE session_id = ? ORDER BY number", (session["id"],)):
+            held += played["task_type"] == preferred
+            value = respond(held / played["number"])
+            shown = played["closed_at"]
+            storage.insert("probes", {
+                "participant_id": pid, "session_id": session["id"], "round_id": played["id"],
+                "session_number": session["number"], "round_number": played["number"],
+                "probe": probe, "shown_at": shown, "deadline": shown + seconds,
+                "answered_at": None if value is None else shown + 2.0, "value": value,
+                "missed": int(value is None)})
 
 
 def make_database(path):
