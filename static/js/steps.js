@@ -140,7 +140,8 @@ function rankInput(item, answers) {
     el("ol", { class: "rank-robots" }, buttons.map((node) => el("li", {}, node))));
 }
 
-// Every two robots met, each pair one of the two (or the item's tie, "No difference").
+// Every two robots met, each pair a row under its caption (the two robots' names): one of
+// the two, or the item's tie ("No difference").
 function pairsInput(item, answers) {
   const chosen = {};
   const pick = (key, value) => {
@@ -150,7 +151,8 @@ function pairsInput(item, answers) {
   return el("div", { class: "pairs", "data-item": item.id }, item.pairs.map((pair) => {
     const options = [[pair.a.id, t("robot_name", { robot: pair.a.name })], [pair.b.id, t("robot_name", { robot: pair.b.name })]];
     if (item.tie) options.push(["=", item.tie]);
-    return el("fieldset", { class: "pair", "data-pair": pair.key, "aria-label": options.map((option) => option[1]).join(" / ") },
+    return el("fieldset", { class: "pair", "data-pair": pair.key },
+      el("legend", { class: "pair-caption" }, pair.caption),
       el("div", { class: "choices" }, options.map(([value, label]) => el("label", { class: "choice" },
         el("input", { type: "radio", name: item.id + ":" + pair.key, value: value, onchange: () => pick(pair.key, value) }),
         el("span", {}, label)))));

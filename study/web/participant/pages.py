@@ -94,6 +94,16 @@ def pair_key(first: dict[str, str], second: dict[str, str]) -> str:
     return f"{first['id']}|{second['id']}"
 
 
+def pair_json(protocol: Protocol, first: dict[str, str], second: dict[str, str]
+              ) -> dict[str, Any]:
+    """One pair of a pairwise item: its key, its two robots, and its row's caption, the
+    two robots' names in the protocol's words (``robot_name``)."""
+    name = protocol.texts["robot_name"]
+    return {"key": pair_key(first, second), "a": first, "b": second,
+            "caption": " – ".join(name.replace("{robot}", robot["name"])
+                                  for robot in (first, second))}
+
+
 def fill(protocol: Protocol, text: str, robot: str | None) -> str:
     text = protocol.fill_robots(text)
     return text.replace("{robot}", robot) if robot else text
@@ -110,8 +120,7 @@ def item_json(protocol: Protocol, item: Item, robot: str | None,
     if item.kind == "rank":
         row["robots"] = robots or []
     if item.kind == "pairwise":
-        row["pairs"] = [{"key": pair_key(a, b), "a": a, "b": b}
-                        for a, b in robot_pairs(robots or [])]
+        row["pairs"] = [pair_json(protocol, a, b) for a, b in robot_pairs(robots or [])]
         row["tie"] = fill(protocol, item.tie, robot) if item.tie else None
     if item.scale is not None:
         row.update(scale_json(protocol, item.scale))
