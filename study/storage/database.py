@@ -255,6 +255,31 @@ def _capped_json(payload: Any) -> str:
     return text[:REJECTION_PAYLOAD_BYTES]
 
 
+def tables_with_participant_rows(conn: sqlite3.Connection) -> list[str]:
+    """The journey's tables in foreign-key order, then any other table with a
+    ``participant_id`` (the console's notes): a withdrawal leaves nothing behind. Tables a
+    database made by an earlier version lacks are left out."""
+    names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = "
+                                            "'table' AND name NOT LIKE 'sqlite_%'")]
+    others = [name for name in names
+              if name not in (*PARTICIPANT_TABLES, *TEAM_SCHEMA, "participants")
+              and "participant_id" in {row[1] for row in conn.execute(
+                  f"PRAGMA table_info({_quoted(name)})")}]
+    return [*(name for name in PARTICIPANT_TABLES if name in names), *others]
+
+
+def erase_rows(conn: sqlite3.Connection, participant_id: int) -> None:
+    """Delete every row of a participant but their ``participants`` row, and take them
+    out of a real team's seat (the team keeps the seat, played by an agent): what a
+    withdrawal erases, in the study's database and in its kept backups."""
+    for table in tables_with_participant_rows(conn):
+        conn.execute(f"DELETE FROM {_quoted(table)} WHERE participant_id = ?",
+                     (participant_id,))
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'seats'").fetchone():
+        conn.execute("UPDATE seats SET participant_id = NULL WHERE participant_id = ?",
+                     (participant_id,))
+
+
 def _quoted(identifier: str) -> str:
     """An SQL identifier of the project's own schema (never participant input)."""
     if not identifier.replace("_", "").isalnum():
@@ -809,21 +834,13 @@ class Storage:
             self.checkpoint_due = True
             self.checkpoint_retry_at = time.monotonic() + CHECKPOINT_WAIT_SECONDS
 
-    def _tables_with_participant_rows(self) -> list[str]:
-        """The journey's tables in foreign-key order, then any other table with a
-        ``participant_id`` (the console's notes): a withdrawal leaves nothing behind."""
-        others = [name for name in self.db.table_names()
-                  if name not in (*PARTICIPANT_TABLES, *TEAM_SCHEMA, "participants")
-                  and "participant_id" in self.db[name].columns_dict]
-        return [*PARTICIPANT_TABLES, *others]
-
     def delete_participants(self, participant_ids: list[int]) -> None:
         """Delete participants and every row of theirs (unconsented ones that expired)."""
         if not participant_ids:
             return
         marks = ", ".join("?" * len(participant_ids))
         with self.event() as db:
-            for table in [*self._tables_with_participant_rows(), "participants"]:
+            for table in [*tables_with_participant_rows(db.conn), "participants"]:
                 column = "id" if table == "participants" else "participant_id"
                 db.execute(f"DELETE FROM {_quoted(table)} WHERE {column} IN ({marks})",
                            participant_ids)
@@ -836,10 +853,7 @@ class Storage:
                    "data_consent": None, "robots_identical": None, "recruitment_id": None,
                    "themes": None, "themes_rule": None, "withdrawn_from": None}
         with self.event() as db:
-            for table in self._tables_with_participant_rows():
-                db.execute(f"DELETE FROM {table} WHERE participant_id = ?", (participant_id,))
-            db.execute("UPDATE seats SET participant_id = NULL WHERE participant_id = ?",
-                       (participant_id,))
+            erase_rows(db.conn, participant_id)
             db["participants"].update(participant_id, {**cleared, **keep})
         self.rejection_counts.forget(participant_id)
         self.checkpoint_due = True
