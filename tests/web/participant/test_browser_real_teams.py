@@ -35,7 +35,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return short_teams3(tmp_path_factory.mktemp("real-teams"))
+    """The short teams3 with a squares cookie of one initial (ten boxes, not twenty): in
+    the first round three people finish a cookie each, one after another, inside its 30 s,
+    and on a machine busy with other browser tests twenty clicks a cookie could take it all
+    (the three identical practices make that round squares for everyone)."""
+    path = short_teams3(tmp_path_factory.mktemp("real-teams"))
+    text = path.read_text(encoding="utf-8")
+    assert text.count('initials = "BR"') == 1
+    path.write_text(text.replace('initials = "BR"', 'initials = "B"'), encoding="utf-8")
+    return path
 
 
 @pytest.fixture(scope="module")
