@@ -353,6 +353,8 @@ class Bot:
             if self.connection.server_now() >= current["deadline"] - DEADLINE_MARGIN \
                     or self.stop():
                 return
+            if measured_round(current):
+                self._report(current["id"], partial_content(current["target"], 0.5))
             ack = self.connection.request(
                 "cookie", {"round_id": current["id"], "content": content}, self.patience)
             if ack.get("ok"):
@@ -490,6 +492,13 @@ def cookie_content(target: dict[str, Any]) -> Any:
     if target["kind"] == "letters":
         return target["letters"]
     return list(target["cells"])
+
+
+def measured_round(current: dict[str, Any]) -> bool:
+    """A practice round, whose page reports every element (``progress_seconds`` 0): the
+    server measures the person on it and takes a cookie that came with no element report
+    for no person's (``study.web.participant.progress.not_a_person``)."""
+    return not current.get("progress_seconds")
 
 
 def partial_content(target: dict[str, Any], share: float) -> Any:

@@ -52,7 +52,8 @@ def test_the_protocols_people_need_the_protocol(capsys):
 def test_a_bot_pilot_places_its_bots_with_preferences_as_varied_as_drawn(name, tmp_path):
     """Thirty bots of the protocol's people through practice to the team: at least 90 %
     placed with a teammate, their measured preferences those drawn (in the order the theme
-    rule places them), not the middle of the scale."""
+    rule places them), not the middle of the scale, and no practice round of theirs taken
+    for no person's."""
     protocol_path = PROTOCOLS / f"{name}.toml"
     facts = StudyFacts.from_protocol(load_protocol(protocol_path))
     profiles = [replace(profile_for(index, "fast", 11, facts.capability_ranges),
@@ -68,3 +69,6 @@ def test_a_bot_pilot_places_its_bots_with_preferences_as_varied_as_drawn(name, t
             "SELECT code FROM participants ORDER BY id")]]
     assert np.array(measured) == pytest.approx(np.array(drawn), abs=0.09)
     assert np.std(np.array(measured)[:, 1]) > 0.1, "preferences as varied as drawn"
+    flagged = journey.storage.all("SELECT implausible FROM measurements WHERE "
+                                  "implausible IS NOT NULL")
+    assert flagged == [], "the bots report elements as a page does, at a person's speed"

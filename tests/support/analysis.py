@@ -23,6 +23,7 @@ from study.bots.participant import (
     Profile,
     _next_round,
     cookie_content,
+    measured_round,
     partial_content,
     stop_point_reached,
 )
@@ -272,6 +273,9 @@ class InProcessBot:
             if at >= seconds - 0.1:
                 break
             self.clock.now = current["started_at"] + at
+            if measured_round(current):
+                self.send("progress", {"round_id": current["id"],
+                                       "content": partial_content(current["target"], 0.5)})
             self.send("cookie", {"round_id": current["id"],
                                  "content": cookie_content(current["target"])})
             last = at
