@@ -31,6 +31,12 @@ TEAM_PATIENCE = 900.0
 ROUND_STEPS = ("practice", *(f"session-{n}" for n in range(1, MAX_CONDITIONS + 1)))
 COOKIE_NAMES = ("squares", "letters")
 DEADLINE_MARGIN = 0.1  # a cookie this close to the deadline would arrive too late; skip it
+# A bot's cookie times vary as a person's do: the human model's element spread (0.3)
+# averaged over a cookie's ten to twenty elements (docs/human-model.md).
+COOKIE_VARIATION = 0.1
+# How long before the deadline a decorator bot reports its cookie in progress: past the
+# 95th percentile of a loaded server's acknowledgements (docs/capacity.md).
+UNFINISHED_LEAD = 1.0
 SPACING_MARGIN = 0.02  # seconds added to the protocol's shortest time between cookies
 REFUSED_PAUSE = 0.5  # seconds a refused bot waits before it looks at its state again
 # As the page: ask for the state this long after a deadline, then this often while waiting.
@@ -215,7 +221,7 @@ class Bot:
         self.stop = stop
         self.rng = np.random.default_rng(profile.seed)
         speed = tuple(s * profile.behaviour.pace for s in facts.reference_speed)
-        self.decorator = Decorator(profile.capabilities, speed)
+        self.decorator = Decorator(profile.capabilities, speed, COOKIE_VARIATION)
         self.human = Human.sample(np.random.default_rng([profile.seed, 1]))
         self.outcome = Outcome(code, profile.behaviour.name)
         self.kits = KitsSeen(profile.preferences)
@@ -368,10 +374,11 @@ class Bot:
             self.report_unfinished(current, last)
 
     def report_unfinished(self, current: dict[str, Any], last: float) -> None:
-        """Report the cookie in progress just before the deadline, as the page does, so the
-        speed counts it by its fraction: whole cookies alone measure a slow cookie in steps
-        of half the scale."""
-        at = current["deadline"] - 2 * DEADLINE_MARGIN
+        """Report the cookie in progress shortly before the deadline, as the page does, so
+        the speed counts it by its fraction: whole cookies alone measure a slow cookie in
+        steps of half the scale. ``UNFINISHED_LEAD`` before the deadline, so that a report
+        delayed as a busy server delays an acknowledgement still counts."""
+        at = current["deadline"] - UNFINISHED_LEAD
         share = self.decorator.unfinished(current["task_type"], at - last)
         content = partial_content(current["target"], share)
         if content is None or self.stop():
