@@ -56,6 +56,13 @@ one, full durability over normal) in each round and their median: this machine's
 moves within minutes, and the same configuration's CPU a message has spread by a third
 between rows ten minutes apart.
 
+``--without-probes`` runs, right after every human row of a study with round probes, the
+same configuration on a copy of its protocol with the ``[[probes]]`` tables removed, and
+gives the row over it: CPU a message, CPU a participant-second and messages a
+participant-second, with the probes the bots were shown, answered and missed. Both are
+per message or per person, so a few hundred people measure what probes add at a thousand
+(docs/capacity.md, Round probes).
+
 Several ``--protocol`` run in every configuration, one after the other; each one's ack p95
 is also given over the first's. Real teams of three against agent teammates (their lobby
 and practice take about 200 s before the window opens; docs/capacity.md)::
@@ -110,6 +117,7 @@ class Config:
     participants: int
     durability: str = "full"  # study serve --durability
     backup_every: float = 0.0  # study serve --backup-every MINUTES (0: no backups)
+    probes: bool = True  # False: the protocol's copy without its [[probes]] tables
 
 
 @dataclass
@@ -150,6 +158,25 @@ class Row:
     memory_mb: dict[str, float] = field(default_factory=dict)
     # the busiest worker's CPU in the window over the workers' mean (1: evenly shared)
     busiest_worker: float = float("nan")
+    # round probes whose deadline fell in the window: all, answered, missed
+    probes: tuple[int, int, int] = (0, 0, 0)
+
+    def study_name(self) -> str:
+        return self.config.study.stem + ("" if self.config.probes else " (no probes)")
+
+    def probes_line(self) -> str:
+        """The round probes due in the window and the bots' handling of all of theirs."""
+        due, answered, missed = self.probes
+        t = self.tally
+        return (f"round probes due in the window {due:,} (answered {answered:,}, missed "
+                f"{missed:,}); the bots were shown {t.probes_shown:,}, answered "
+                f"{t.probes_answered:,} and left {t.probes_missed:,} in the run")
+
+    def cpu_ms_per_participant_second(self) -> float:
+        """The server's CPU a participant-second: what a person costs whatever messages
+        their page sends (a probe's own messages lower the CPU a message)."""
+        return (self.cpu_ms_per_message * self.messages_per_second
+                / self.config.participants)
 
     def people_per_core(self) -> float:
         """Participants one core carries at this row's CPU per message and mix, fully
@@ -230,7 +257,7 @@ class Row:
         c, d = self.cookie_ms, self.drift_ms
         backups = (f"every {self.config.backup_every * 60:g} s" if self.config.backup_every
                    else "none")
-        return (f"| {self.config.study.stem} | {self.config.pace} | {self.config.durability} | "
+        return (f"| {self.study_name()} | {self.config.pace} | {self.config.durability} | "
                 f"{self.config.workers} | "
                 f"{self.config.participants} | {backups} | "
                 f"{c[0]:.0f} / {c[1]:.0f} / {c[2]:.0f} ({self.cookies}) | "
@@ -250,12 +277,30 @@ HEADER = ("| study | pace | durability | workers | participants | backups | "
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
-def protocol_for(pace: str, directory: Path, human: Path = DEMO) -> Path:
-    """The demo protocol as shipped (15 s rounds, a person's pace; or ``human``) or, for
-    the stress rows, with 6 s rounds and speeds that make a bot finish a cookie about
-    every second."""
+def without_probes(text: str) -> str:
+    """A protocol's text with its ``[[probes]]`` tables removed, the rest as it was: the
+    same study without probes, to measure what they cost."""
+    kept, in_probe = [], False
+    for line in text.splitlines(keepends=True):
+        head = line.strip()
+        if head.startswith("["):
+            in_probe = head.startswith("[[probes]]")
+        if not in_probe:
+            kept.append(line)
+    return "".join(kept)
+
+
+def has_probes(protocol: Path) -> bool:
+    return bool(load_protocol(protocol).probes)
+
+
+def protocol_for(pace: str, directory: Path, human: Path = DEMO, probes: bool = True) -> Path:
+    """The demo protocol as shipped (15 s rounds, a person's pace; or ``human``, without
+    its probes unless ``probes``) or, for the stress rows, with 6 s rounds and speeds that
+    make a bot finish a cookie about every second."""
     if pace == "human":  # the bots enrol with fresh codes: a copy open to them
         text = human.read_text(encoding="utf-8")
+        text = text if probes else without_probes(text)
         copy = directory / human.name
         copy.write_text(text.replace("open_enrolment = false", "open_enrolment = true"),
                         encoding="utf-8")
@@ -271,7 +316,7 @@ def swarm_processes(participants: int, requested: int) -> int:
 
 def run_config(config: Config, args: argparse.Namespace, directory: Path) -> Row:
     directory.mkdir(parents=True, exist_ok=True)
-    protocol = protocol_for(config.pace, directory, config.study)
+    protocol = protocol_for(config.pace, directory, config.study, config.probes)
     db, log = directory / "load.sqlite", directory / "serve.log"
     backups = (("--backup-every", str(config.backup_every), "--backup-dir",
                 str(directory / "backups")) if config.backup_every else ())
@@ -319,6 +364,9 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
         progress, answered = (connection.execute(  # the floor's clients send this mix
             f"SELECT count(*) FROM messages WHERE event {kind} 'progress' AND at BETWEEN ? "
             "AND ?", (plan.measure_from, plan.end)).fetchone()[0] for kind in ("=", "!="))
+        probes = connection.execute(
+            "SELECT count(*), count(answered_at), coalesce(sum(missed), 0) FROM probes "
+            "WHERE deadline BETWEEN ? AND ?", (plan.measure_from, plan.end)).fetchone()
     programs, busy = cpu
     server_cpu = programs.total() or float("nan")
     return Row(config,
@@ -341,7 +389,7 @@ def summarise(config: Config, plan: SwarmPlan, report: SwarmReport,
                heartbeats.lock_wait / (window * config.workers),
                heartbeats.lock_held / window, heartbeats.syncs / max(messages, 1),
                1000 * heartbeats.sync_seconds / heartbeats.syncs if heartbeats.syncs
-               else float("nan"))
+               else float("nan"), probes=tuple(probes))
 
 
 def final_stations(db: Path, start: float, end: float
@@ -374,8 +422,56 @@ def matrix(args: argparse.Namespace) -> list[Config]:
                for study in args.protocol]
     if args.same_load:
         configs = with_same_load(configs)
+    if getattr(args, "without_probes", False):
+        configs = with_probes_removed(configs)
     return configs + [Config("fast", DEMO, w, n, d) for d in args.durability
                       for w in args.fast_workers for n in args.fast_participants]
+
+
+def with_probes_removed(configs: list[Config]) -> list[Config]:
+    """``configs`` with, right after each of a study with round probes, the same without
+    them: the two meet the same minutes of the machine."""
+    out: list[Config] = []
+    for config in configs:
+        out.append(config)
+        if config.probes and has_probes(config.study):
+            out.append(replace(config, probes=False))
+    return out
+
+
+def probe_pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
+    """Each row with probes and the same configuration's row without them."""
+    return [(row, none) for row in rows for none in rows
+            if row.config.probes and none.config == replace(row.config, probes=False)]
+
+
+def probes_name(row: Row) -> str:
+    return (f"{row.config.study.stem}, {row.config.durability}, {row.config.workers} "
+            f"worker(s), {row.config.participants}: probes over none")
+
+
+def against_no_probes(rows: list[Row]) -> list[str]:
+    """What round probes cost: each row over the same without probes, a message and a
+    participant-second (a probe's messages are cheap ones and lower the first), with the
+    probes due in the window and how the bots handled them."""
+    lines = []
+    for row, none in probe_pairs(rows):
+        lines.append(
+            f"{probes_name(row)}: CPU a message {row.cpu_ms_per_message:.3f} / "
+            f"{none.cpu_ms_per_message:.3f} ms = "
+            f"{row.cpu_ms_per_message / none.cpu_ms_per_message:.3f}; CPU a "
+            f"participant-second {row.cpu_ms_per_participant_second():.3f} / "
+            f"{none.cpu_ms_per_participant_second():.3f} ms = "
+            f"{row.cpu_ms_per_participant_second() / none.cpu_ms_per_participant_second():.3f}"
+            f"; messages a participant-second "
+            f"{row.messages_per_second / row.config.participants:.3f} / "
+            f"{none.messages_per_second / none.config.participants:.3f}; {row.probes_line()}")
+    return lines
+
+
+def with_probes(rows: list[Row]) -> list[Row]:
+    """The rows as the protocols are, without the ``--without-probes`` copies."""
+    return [row for row in rows if row.config.probes]
 
 
 def with_same_load(configs: list[Config]) -> list[Config]:
@@ -431,6 +527,12 @@ def ratios(rows: list[Row]) -> dict[str, float]:
     study's ack p95 over the first's, several workers over one (CPU a message, ack p95),
     and full durability over normal (ack p95)."""
     found: dict[str, float] = {}
+    for row, none in probe_pairs(rows):
+        found[f"{probes_name(row)}: CPU a message"] = (row.cpu_ms_per_message
+                                                        / none.cpu_ms_per_message)
+        found[f"{probes_name(row)}: CPU a participant-second"] = (
+            row.cpu_ms_per_participant_second() / none.cpu_ms_per_participant_second())
+    rows = with_probes(rows)
     for row, first in first_study_pairs(rows):
         found[f"{row.config.study.stem} over {first.config.study.stem}, "
               f"{row.config.durability}, {row.config.workers} worker(s), "
@@ -627,6 +729,10 @@ def main(argv: list[str] | None = None) -> int:
                              "another in each round (backwards in even rounds), and give "
                              "every ratio of the criteria in each round and their median "
                              "(the machine's speed moves within minutes)")
+    parser.add_argument("--without-probes", action="store_true",
+                        help="also run, right after every human row of a study with round "
+                             "probes, the same study without its [[probes]] tables, and "
+                             "give the row's CPU a message and a participant-second over it")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep every configuration's database and server log in DIR")
     args = parser.parse_args(argv)
@@ -667,14 +773,17 @@ def run_rounds(args: argparse.Namespace, base: Path
         for config in in_running_order(configs, turn):
             name = (f"{config.study.stem}-{config.pace}-{config.durability}-"
                     f"{config.workers}w-{config.participants}-backup{config.backup_every:g}"
+                    + ("" if config.probes else "-noprobes")
                     + (f"-round{turn}" if args.repeat > 1 else ""))
             row = run_config(config, args, base / name)
             rows.append(row)
             print(f"{name} ({time.strftime('%H:%M')}): {row.markdown()}", flush=True)
             print(f"    {row.details()}", flush=True)
+            if config.pace == "human" and has_probes(config.study):
+                print(f"    {row.probes_line()}", flush=True)
             for error, count in row.tally.errors.most_common(3):
                 print(f"    bot error x{count}: {error}", flush=True)
-            if args.floor and config.pace == "human":
+            if args.floor and config.pace == "human" and config.probes:
                 found[floor_key(row)] = floor_like(row, args, base / f"floor-{name}")
         turns.append(sorted(rows, key=lambda row: configs.index(row.config)))
         floors.append(found)
@@ -689,7 +798,9 @@ def report(turns: list[list[Row]], floors: list[dict[FloorKey, FloorRow]]) -> No
         print(HEADER)
         for row in rows:
             print(row.markdown())
-        for line in against_first_study(rows) + against_one_worker(rows, found):
+        kept = with_probes(rows)
+        for line in (against_first_study(kept) + against_one_worker(kept, found)
+                     + against_no_probes(rows)):
             print(line)
         if found:
             print(f"\n{FLOOR_HEADER}")
@@ -699,7 +810,7 @@ def report(turns: list[list[Row]], floors: list[dict[FloorKey, FloorRow]]) -> No
     for line in over_rounds(turns):
         print(line)
     print()
-    for line in capacity(turns[-1], floors[-1]):
+    for line in capacity(with_probes(turns[-1]), floors[-1]):
         print(line)
 
 

@@ -8,8 +8,10 @@ connection pool. A bot does what the page does (``static/js/bakery.js``): it loa
 joins, answers every page, starts its rounds, reports its cookie in progress as ``progress``
 when the page would (``study.bots.progress_reports``; no ack asked, as the page) and every
 finished cookie as ``cookie`` (acked, resent with the same ``msg_id`` after 4 s without an
-answer). The pace is a person's (``study.people.speed``) or, for a stress figure, the
-decorator's at a quick protocol's speeds.
+answer), and every round probe shown as ``probe`` and then tapped or left, by the response
+model of the full bots (``study.bots.probe_answers``). The pace is a person's
+(``study.people.speed``) or, for a stress figure, the decorator's at a quick protocol's
+speeds.
 
 ``run_light_swarm`` keeps ``participants`` bots in the study for a while, each slot taking a
 new participant when its last one finished, in one or several processes, and returns the
@@ -37,14 +39,17 @@ import uvloop
 from study.bots.client import Acked, AckLog, State, new_msg_id, routed_url
 from study.bots.participant import (
     DEFAULT_FACTS,
+    DEFAULT_PROBE_ANSWERS,
     ROUND_STEPS,
     SPACING_MARGIN,
     TEAM_PATIENCE,
     TERMINAL_STEPS,
     StudyFacts,
+    _start_waits,
     cookie_content,
     page_answers,
 )
+from study.bots.probe_answers import KitsSeen, ProbeAnswers
 from study.bots.progress_reports import ProgressReports
 from study.people.speed import Human, noise
 from study.task.decorator import Decorator
@@ -54,7 +59,9 @@ LAG_PROBE_SECONDS = 0.1
 DEFLATE_WINDOW_BITS = 15  # aiohttp's permessage-deflate offer, a browser's window
 # Seconds a person spends on a page before answering it (mean; each visit varies).
 HUMAN_PAGE_SECONDS = {"consent": 8.0, "themes": 6.0, "preferences": 6.0, "teammate": 4.0,
-                      "intro": 4.0, "questionnaire": 20.0, "post": 15.0, "debrief": 6.0}
+                      "intro": 4.0, "questionnaire": 20.0, "post": 15.0, "debrief": 6.0,
+                      "probe": 3.0}
+PROBE_MARGIN = 0.5  # a probe read this close to its deadline is tapped before it, not after
 HUMAN_START_SECONDS = 1.5  # reading the round's page before clicking "start"
 FAST_PAGE_SECONDS = 0.05
 ERROR_PAUSE = 5.0  # a slot whose participant failed takes the next one after this pause
@@ -97,6 +104,9 @@ class Tally:
     participants: int = 0
     finished: int = 0
     progress_sent: int = 0
+    probes_shown: int = 0  # round probes the bots' pages showed (``probe`` with no value)
+    probes_answered: int = 0
+    probes_missed: int = 0  # shown and left unanswered, by the response model
     # the latest (cookies, placed) of each teammate's station a bot was pushed, by team
     # round, seat and the bot's code
     stations_seen: dict[tuple[int, int, str], tuple[int, int]] = field(default_factory=dict)
@@ -112,6 +122,9 @@ class Tally:
         self.participants += other.participants
         self.finished += other.finished
         self.progress_sent += other.progress_sent
+        self.probes_shown += other.probes_shown
+        self.probes_answered += other.probes_answered
+        self.probes_missed += other.probes_missed
         self.stations_seen.update(other.stations_seen)
         self.station_pushes.update(other.station_pushes)
         self.resent += other.resent
@@ -126,7 +139,8 @@ class LightBot:
 
     def __init__(self, base_url: str, code: str, seed: tuple[int, ...], pace: Pace,
                  facts: StudyFacts,
-                 log: AckLog, tally: Tally, connector: aiohttp.BaseConnector) -> None:
+                 log: AckLog, tally: Tally, connector: aiohttp.BaseConnector,
+                 probes: ProbeAnswers = DEFAULT_PROBE_ANSWERS) -> None:
         self.base_url = base_url.rstrip("/")
         self.code = code
         self.pace = pace
@@ -139,6 +153,10 @@ class LightBot:
         capabilities = tuple(float(c) for c in self.rng.uniform(0.3, 0.95, 2))
         self.preferences = tuple(float(p) for p in self.rng.uniform(0.05, 0.95, 2))
         self.decorator = Decorator(capabilities, facts.reference_speed)
+        self.probes = probes
+        self.kits = KitsSeen(self.preferences)
+        self.probe_rng = np.random.default_rng([*seed, 2])  # the other draws stay as they were
+        self.probes_seen: set[tuple[int, str]] = set()
         self.http: aiohttp.ClientSession | None = None
         self.sio: socketio.AsyncClient | None = None
         self.url = ""  # the Socket.IO address of the connection, route included
@@ -305,6 +323,7 @@ class LightBot:
                 await self.close()  # joined a team: to its process, as the page does
                 await self.open(patience)
                 self.tally.rerouted += 1
+            await self.answer_probes(self.state, patience)
             step = self.state["step"]
             if step in ROUND_STEPS:
                 await self.play_round(self.state, patience)
@@ -319,6 +338,31 @@ class LightBot:
 
     def page_data(self, state: State) -> dict[str, Any]:
         return page_answers(state, self.preferences, self.rng)
+
+    async def answer_probes(self, state: State, patience: float) -> None:
+        """Each open probe as the page handles it (``static/js/probes.js``): reported shown,
+        then tapped after reading it, or left; a probe left holds an individual's start
+        button until its deadline. Its load is then a person's, not a guess."""
+        for probe in state.get("probes") or []:
+            key = (probe["round_id"], probe["id"])
+            if key in self.probes_seen or probe["deadline"] <= self.server_now():
+                continue
+            self.probes_seen.add(key)
+            about = {"round_id": probe["round_id"], "probe": probe["id"]}
+            await self.request("probe", {**about, "value": None}, patience)
+            self.tally.probes_shown += 1
+            value = self.probes.answer(self.kits.preferred_share(probe["session"]),
+                                       int(probe["points"]), self.probe_rng)
+            if value is None:
+                self.tally.probes_missed += 1
+                if _start_waits(state):
+                    await self.sleep_until(probe["deadline"])
+                continue
+            reading = self.pace.page_seconds("probe", self.rng)
+            await asyncio.sleep(max(0.0, min(reading, probe["deadline"] - PROBE_MARGIN
+                                             - self.server_now())))
+            if (await self.request("probe", {**about, "value": value}, patience)).get("ok"):
+                self.tally.probes_answered += 1
 
     async def play_round(self, state: State, patience: float) -> None:
         step, current = state["step"], state.get("round") or {}
@@ -337,6 +381,7 @@ class LightBot:
             if not ack.get("ok") or not current.get("running"):
                 await asyncio.sleep(0.5)
                 return
+        self.kits.saw(current["session"], current["id"], current["task_type"])
         if self.pace.human:
             await self.decorate_by_hand(current, patience)
         else:
