@@ -463,6 +463,34 @@ def short_teams3(directory: Path) -> Path:
     return path
 
 
+def one_initial_teams3(directory: Path, break_seconds: float | None = None) -> Path:
+    """``short_teams3`` with a squares cookie of one initial (ten boxes, not twenty): in
+    the first team round three people finish a cookie each, one after another, inside its
+    30 s, and on a machine busy with other browser tests twenty clicks a cookie could take
+    it all (three identical practices make that round squares for everyone); with
+    ``break_seconds``, that break between team rounds instead of the short one."""
+    path = short_teams3(directory)
+    text = path.read_text(encoding="utf-8")
+    assert text.count('initials = "BR"') == 1
+    text = text.replace('initials = "BR"', 'initials = "B"')
+    if break_seconds is not None:
+        text, breaks = re.subn(r"(?m)^break_seconds = \d+", f"break_seconds = {break_seconds:g}",
+                               text)
+        assert breaks == 1
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def three_people(browser: Any, shots: Path | None) -> tuple[Participant, Participant,
+                                                            Participant]:
+    """Ada and Bo on desktops, Cy on a phone: a team of three, each in a browser of their
+    own."""
+    contexts = [browser.new_context(viewport=DESKTOP), browser.new_context(viewport=PHONE),
+                browser.new_context(viewport=DESKTOP)]
+    ada, cy, bo = (Participant(context.new_page(), shots) for context in contexts)
+    return ada, cy, bo
+
+
 def practise(person: Participant, url: str, code: str) -> None:
     person.page.goto(f"{url}/p/{code}")
     person.reach_practice({"ravens": 6, "steelers": 2})

@@ -15,15 +15,14 @@ from pathlib import Path
 
 import pytest
 from support.browser import (
-    DESKTOP,
-    PHONE,
     Participant,
+    one_initial_teams3,
     play_team_round,
     practise,
     running_round,
     screenshot_directory,
-    short_teams3,
     stored,
+    three_people,
 )
 from support.web import LiveServer, make_app
 
@@ -35,15 +34,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The short teams3 with a squares cookie of one initial (ten boxes, not twenty): in
-    the first round three people finish a cookie each, one after another, inside its 30 s,
-    and on a machine busy with other browser tests twenty clicks a cookie could take it all
-    (the three identical practices make that round squares for everyone)."""
-    path = short_teams3(tmp_path_factory.mktemp("real-teams"))
-    text = path.read_text(encoding="utf-8")
-    assert text.count('initials = "BR"') == 1
-    path.write_text(text.replace('initials = "BR"', 'initials = "B"'), encoding="utf-8")
-    return path
+    return one_initial_teams3(tmp_path_factory.mktemp("real-teams"))
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, protocol_file: Path):
 def test_three_people_play_one_robot_and_an_agent_takes_a_closed_tab(
         server: LiveServer, browser, tmp_path: Path):
     shots = screenshot_directory(tmp_path)
-    contexts = [browser.new_context(viewport=DESKTOP), browser.new_context(viewport=PHONE),
-                browser.new_context(viewport=DESKTOP)]
-    ada, cy, bo = (Participant(context.new_page(), shots) for context in contexts)
+    ada, cy, bo = three_people(browser, shots)
     practise(ada, server.url, "ada-1")
     ada.step("lobby")
     ada.page.wait_for_function(
@@ -111,7 +100,7 @@ def test_three_people_play_one_robot_and_an_agent_takes_a_closed_tab(
         person.step("debrief")
         person.click("keep")
         person.step("done")
-    comeback = contexts[2].new_page()  # the same browser, a new tab
+    comeback = bo.page.context.new_page()  # the same browser, a new tab
     comeback.goto(f"{server.url}/p/bo-2")
     comeback.wait_for_selector('[data-step="dropped"]')
     Participant(comeback, shots).shot("teams-dropped-phone")
@@ -128,8 +117,8 @@ def test_three_people_play_one_robot_and_an_agent_takes_a_closed_tab(
     taken = (seat["agent_from_session"], seat["agent_from_round"])
     assert agent_rounds and all((r["session"], r["number"]) >= taken for r in agent_rounds)
     assert len(stored(server, "SELECT * FROM team_rounds")) == 4
-    for context in contexts:
-        context.close()
+    for person in (ada, cy, bo):
+        person.page.context.close()
 
 
 def wait_for(server: LiveServer, sql: str, timeout: float) -> list:

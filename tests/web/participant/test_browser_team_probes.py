@@ -19,15 +19,13 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page
 from support.browser import (
-    DESKTOP,
-    PHONE,
-    Participant,
+    one_initial_teams3,
     play_team_round,
     practise,
     running_round,
     screenshot_directory,
-    short_teams3,
     stored,
+    three_people,
 )
 from support.web import ROOT, LiveServer, make_app
 
@@ -43,16 +41,9 @@ LATE = BREAK - 1.5  # the late person taps this long after round 1 closed
 
 @pytest.fixture(scope="module")
 def protocol_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The short teams3 with teams3's own break (the probe outlasts it, as in the study)
-    and a squares cookie of one initial, so three people finish a cookie each in the
-    first round on a busy machine (as in test_browser_real_teams)."""
-    path = short_teams3(tmp_path_factory.mktemp("team-probes"))
-    text = path.read_text(encoding="utf-8")
-    text, breaks = re.subn(r"(?m)^break_seconds = \d+", f"break_seconds = {BREAK:g}", text)
-    assert breaks == 1 and text.count('initials = "BR"') == 1
-    path.write_text(text.replace('initials = "BR"', 'initials = "B"'), encoding="utf-8")
+    """teams3's own break between rounds, which the probe outlasts, as in the study."""
     assert FAIR_ROUND.seconds > BREAK
-    return path
+    return one_initial_teams3(tmp_path_factory.mktemp("team-probes"), BREAK)
 
 
 @pytest.fixture(scope="module")
@@ -84,9 +75,7 @@ def tap(page: Page, value: int) -> None:
 def test_a_team_of_three_answers_probes_in_the_break_on_the_team_clock(
         server: LiveServer, browser, tmp_path: Path):
     shots = screenshot_directory(tmp_path)
-    contexts = [browser.new_context(viewport=DESKTOP), browser.new_context(viewport=PHONE),
-                browser.new_context(viewport=DESKTOP)]
-    ada, cy, bo = (Participant(context.new_page(), shots) for context in contexts)
+    ada, cy, bo = three_people(browser, shots)
     for person, code in ((ada, "ada-1"), (cy, "cy-3"), (bo, "bo-2")):
         practise(person, server.url, code)
         assert person.page.locator(".probe").count() == 0  # practice asks nothing
@@ -118,8 +107,8 @@ def test_a_team_of_three_answers_probes_in_the_break_on_the_team_clock(
     for person in (ada, cy, bo):  # the probe after round 2 stands above the questionnaire
         person.step("questionnaire-1")
         person.page.wait_for_selector('.probe[data-round="2"]')
-    for context in contexts:
-        context.close()
+    for person in (ada, cy, bo):
+        person.page.context.close()
 
     second = stored(server, "SELECT * FROM team_rounds WHERE number = 2")[0]
     # the team clock: a break after round 1's deadline (or half a break after a late close)
