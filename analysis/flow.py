@@ -238,12 +238,16 @@ def _rule_matches(data: StudyData, design: Design, people: pd.DataFrame) -> pd.D
 
 
 def clipped_ids(practice: pd.DataFrame) -> set[int]:
-    """Participants with a capability at a clip bound (0.01 or 0.99): a speed the reference
-    speed could not measure, so not their value (MODEL.md). The value is clipped exactly
-    when the measured ratio is, so the value alone says it, in any database."""
+    """Participants with a capability at a clip bound (0.01 or 0.99), a speed the reference
+    speed could not measure, or from a round the server flagged as no person's decorating
+    (``measurements.implausible``): either way not their value (MODEL.md). The value is
+    clipped exactly when the measured ratio is, so the value alone says that, in any
+    database."""
     measured = practice[practice["measured"].astype(bool)]
     values = measured["capability"].astype(float)
-    return set(measured.loc[(values <= LOWEST) | (values >= HIGHEST), "participant_id"])
+    flagged = measured["implausible"].notna() if "implausible" in measured else False
+    return set(measured.loc[(values <= LOWEST) | (values >= HIGHEST) | flagged,
+                            "participant_id"])
 
 
 def _off_target(data: StudyData, ids: pd.Series) -> pd.Series:

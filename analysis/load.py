@@ -171,11 +171,15 @@ def _answers(connection: sqlite3.Connection) -> pd.DataFrame:
 
 
 def _practice(connection: sqlite3.Connection) -> pd.DataFrame:
-    """Practice rounds, with the capability measured from a round where there is one."""
+    """Practice rounds, with the capability measured from a round where there is one, and
+    whether the server flagged it as no person's (``measurements.implausible``, in databases
+    that record it)."""
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(measurements)")}
+    implausible = "m.implausible" if "implausible" in columns else "NULL"
     return _query(connection, _included(
         "SELECT r.id AS round_id, r.participant_id, r.number, r.task_type, r.task_name, "
         "r.seconds, r.participant_cookies AS cookies, m.speed, m.reference_speed, "
-        "m.value AS capability, m.id IS NOT NULL AS measured "
+        f"m.value AS capability, {implausible} AS implausible, m.id IS NOT NULL AS measured "
         "FROM rounds AS r JOIN sessions AS s ON s.id = r.session_id "
         "LEFT JOIN measurements AS m ON m.round_id = r.id AND m.kind = 'capability' "
         "WHERE s.kind = 'practice'"))

@@ -8,6 +8,7 @@ import re
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from support.analysis import Tables, add_participant, read_report, table
 from support.once import built_once
@@ -117,3 +118,17 @@ def test_keep_without_a_clipped_participant_says_so_in_one_line(tmp_path):
     assert "No analysed participant has a capability clipped at 0.01 or 0.99" in page
     assert not [caption for caption in tables.tables if "clipped capability" in caption
                 and caption != "Clipped capabilities and what followed"]
+
+
+def test_a_round_flagged_as_no_persons_counts_as_clipped_whatever_its_value():
+    """A practice round the server took for no person's decorating (finished cookies with
+    no element report, or quicker than the quickest plausible person) keeps a value that may
+    lie inside the scale; the analysis treats it as a clipped capability all the same."""
+    from analysis.flow import clipped_ids
+
+    practice = pd.DataFrame({
+        "participant_id": [1, 2, 3, 4], "measured": [1, 1, 1, 0],
+        "capability": [0.5, 0.99, 0.5, None],
+        "implausible": [None, None, "no-element-reports", None]})
+    assert clipped_ids(practice) == {2, 3}
+    assert clipped_ids(practice.drop(columns="implausible")) == {2}, "an older database"
