@@ -22,6 +22,7 @@ def test_a_protocol_without_probes_keeps_everything_else():
     assert "[recruitment]" in stripped and "[analysis]" in stripped
 
 
+@pytest.mark.minutes(3)
 def test_both_runs_complete_and_the_light_bots_answer_or_miss_every_probe(tmp_path,
                                                                           monkeypatch):
     # short rounds and a probe after every one, so a few people meet probes within a minute
