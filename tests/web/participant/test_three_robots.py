@@ -49,7 +49,8 @@ class Person:
         return self.journey.state(self.code)
 
     def play(self, rounds: int) -> None:
-        """Start each round, finish one cookie, let the clock close it."""
+        """Start each round, finish one cookie (its first element reported as the page
+        reports it), let the clock close it."""
         for number in range(1, rounds + 1):
             reply = self.send("start_round", {"round": number})
             assert reply["ok"], reply
@@ -57,6 +58,8 @@ class Person:
             self.clock.advance(1.0)
             target = current["target"]
             content = target["text"] if target["kind"] == "letters" else target["cells"]
+            assert self.send("progress", {"round_id": current["id"],
+                                          "content": content[:1]})["ok"]
             assert self.send("cookie", {"round_id": current["id"], "content": content})["ok"]
             self.clock.now = current["deadline"] + 0.01
             self.journey.tick(self.clock.now)
