@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 from support.analysis import add_participant, add_probes, make_database, read_report, table
 from support.once import built_once
+from support.protocols import PROBES
 
 from analysis import cli, load, models, probes, report
 from study.storage.database import Storage
@@ -22,14 +23,6 @@ from study.storage.database import Storage
 PEOPLE = 40
 INTERCEPT, SLOPE, NOISE, PERSON_SD, MISSED = 2.5, 2.5, 0.7, 0.4, 0.1
 PROTOCOL = Path("protocols/study1.toml")
-PROBE_TOML = """
-[[probes]]
-id = "fair_round"
-text = "How fair was the robot's choice of kits this round?"
-scale = "agreement"
-after = "every"
-seconds = 8
-"""
 
 
 def planted(root: Path) -> Path:
@@ -51,7 +44,7 @@ def planted(root: Path) -> Path:
         add_probes(storage, pid, respond)
     storage.db["server_runs"].insert({
         "started_at": 1.0, "protocol": "study1", "protocol_sha256": "probes",
-        "protocol_text": PROTOCOL.read_text(encoding="utf-8") + PROBE_TOML})
+        "protocol_text": PROTOCOL.read_text(encoding="utf-8") + PROBES})
     storage.close()
     return path
 

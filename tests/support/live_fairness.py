@@ -97,3 +97,13 @@ def answer(app: Any, participant_id: int, session: dict[str, Any], number: int, 
                       (participant_id, session["id"], round_row["id"], session["number"],
                        number, probe, 1.0 + number, None if value is None else 1.0 + number,
                        value, int(missed)))
+
+
+def off_plan(app: Any, session: dict[str, Any]) -> None:
+    """The stored plan with the first round's kits turned: the session no longer follows it."""
+    plan = json.loads(session["plan"])
+    plan[0] = [1 - task for task in plan[0]]
+    storage = app.extensions["study"].storage
+    with storage.event():
+        storage.write("UPDATE sessions SET plan = ? WHERE id = ?",
+                      (json.dumps(plan), session["id"]))

@@ -4,11 +4,9 @@ answers, the means per condition; never a recruitment id."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from support.console import PASSWORD, logged_in
-from support.live_fairness import agent_participant, answer, expected, session_of
+from support.live_fairness import agent_participant, answer, expected, off_plan, session_of
 from support.people import Person, play_round, practise, running, tick_until, to_session
 from support.recruitment import pid, recruitment_protocol
 from support.teams import team_protocol
@@ -57,16 +55,6 @@ def kits_of(app, session_id):
     return [(r["round"], r["human"], r["task_type"]) for r in rows(
         app, "SELECT round, human, task_type FROM allocations WHERE session_id = ? "
              "ORDER BY round, human", session_id)]
-
-
-def off_plan(app, session):
-    """The stored plan with the first round's kits turned: the session no longer follows it."""
-    plan = json.loads(session["plan"])
-    plan[0] = [1 - task for task in plan[0]]
-    storage = app.extensions["study"].storage
-    with storage.event():
-        storage.write("UPDATE sessions SET plan = ? WHERE id = ?",
-                      (json.dumps(plan), session["id"]))
 
 
 def test_a_participants_fairness_is_the_models_of_the_stored_allocations(app, three):

@@ -5,13 +5,12 @@ id anywhere on the page. With STUDY_SCREENSHOTS set, the views go to docs/screen
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
-from support.live_fairness import agent_participant, answer, session_of
+from support.live_fairness import agent_participant, answer, off_plan, session_of
 from support.people import Person, play_round, practise, running, tick_until, to_session
 from support.recruitment import pid, recruitment_protocol
 from support.teams import team_protocol
@@ -43,13 +42,7 @@ def agents_study(tmp_path: Path, teammates, clock: FakeClock):
     first = session_of(app, ana)
     answer(app, first["participant_id"], first, 1, "fair_round", 6, False)
     answer(app, first["participant_id"], first, 2, "fair_round", None, True)
-    turned = session_of(app, cy)
-    plan = json.loads(turned["plan"])
-    plan[0] = [1 - task for task in plan[0]]
-    storage = app.extensions["study"].storage
-    with storage.event():
-        storage.write("UPDATE sessions SET plan = ? WHERE id = ?",
-                      (json.dumps(plan), turned["id"]))
+    off_plan(app, session_of(app, cy))
     return app, (ana, cy)
 
 
